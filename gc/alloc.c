@@ -1,0 +1,593 @@
+/* alloc.c: allocation and explicit freeing.
+ *
+ * Small objects come from per-thread free lists (a pop, no lock, no
+ * atomic); an empty list is refilled under the lock with a whole batch:
+ * the global free list of the class and kind, else the next lazily swept
+ * span, else a fresh span.  Large objects (a chunk or more) are one span
+ * each.  The collection policy is applied where the heap would grow.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+
+#include "internal.h"
+
+uint64_t free_canary;
+struct class_kind class_kinds[NUM_CLASSES][MAX_KINDS];
+static uint32_t class_kind_free_count[NUM_CLASSES][MAX_KINDS];
+struct thread_cache empty_cache;
+__thread struct thread_cache *tl_cache __attribute__((tls_model("initial-exec"))) = &empty_cache;
+uint8_t request_class[SMALL_REQUEST_MAX + 1];
+size_t extra_bytes = 1;
+
+struct kind kinds[MAX_KINDS] = {
+    [KIND_PTRFREE]        = { .in_use = 1, .ptrfree = 1 },
+    [KIND_NORMAL]         = { .in_use = 1, .clear = 1 },
+    [KIND_UNCOLLECTABLE]  = { .in_use = 1, .uncollectable = 1, .clear = 1 },
+    [KIND_AUNCOLLECTABLE] = { .in_use = 1, .uncollectable = 1, .ptrfree = 1 },
+};
+
+void alloc_init(void)
+{
+    extra_bytes = GC_all_interior_pointers ? 1 : 0;
+    for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++)
+        request_class[n] = (uint8_t)class_of_size(n + extra_bytes ? n + extra_bytes : 1);
+    if (getrandom(&free_canary, sizeof free_canary, 0) != sizeof free_canary)
+        free_canary = now_ns() * 0x9e3779b97f4a7c15ull;
+    free_canary |= LINK_TAG;       /* never a heap address */
+}
+
+void warn(const char *fmt, uintptr_t arg)
+{
+    GC_warn_proc proc = GC_get_warn_proc();
+    proc((char *)fmt, (GC_word)arg);
+}
+
+void *oom(size_t bytes)
+{
+    GC_oom_func fn = GC_oom_fn;
+    return fn ? fn(bytes) : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Spans                                                               */
+
+static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
+{
+    uint64_t first = (r->start >> CHUNK_SHIFT) + j;
+    memset(chunk_map + first, kind + 1, r->span_chunks);
+}
+
+/* A span for (class, kind): from the region's pool, else the frontier.
+ * NULL when the region is full or the heap limit would be passed. */
+static struct span *span_new(unsigned c, unsigned kind)
+{
+    struct region *r = &regions[c];
+    if (!r->reserved || !region_map_metadata(r))
+        return NULL;
+    uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
+    struct span *s = r->pool;
+    bool grows = !s || s->released;
+    if (grows && hs.max_heap && hs.heap_bytes + bytes > hs.max_heap)
+        return NULL;
+    if (s) {
+        r->pool = s->next;
+        if (s->released) {
+            hs.released_bytes -= bytes;
+            hs.heap_bytes += bytes;
+            s->released = 0;
+        }
+    } else {
+        if (r->next_chunk + r->span_chunks > r->max_chunks)
+            return NULL;
+        uint64_t j = r->next_chunk;
+        r->next_chunk += r->span_chunks;
+        s = &r->spans[j];
+        s->dirty = 0;
+        uint64_t qa, qb;
+        span_slots(r, j, &qa, &qb);
+        uint64_t top = qb * r->size;
+        size_t idx = lowfat_index((void *)r->start);
+        if (top > lowfat_heap_top[idx])
+            __atomic_store_n(&lowfat_heap_top[idx], top, __ATOMIC_RELEASE);
+        hs.heap_bytes += bytes;
+    }
+    s->next = NULL;
+    s->kind = (uint8_t)kind;
+    s->state = SPAN_SWEPT;
+    span_set_kind(r, span_chunk_index(r, s), kind);
+    return s;
+}
+
+/* Put a span back in its region's pool.  Large spans give their pages
+ * back at once; small ones when they have stayed unused (see
+ * release_idle_spans), so that a span reused soon costs no page faults. */
+void span_free(struct region *r, struct span *s)
+{
+    uint64_t j = span_chunk_index(r, s);
+    memset(chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
+    s->state = SPAN_UNUSED;
+    s->dirty = 1;
+    s->free_since = (uint32_t)GC_gc_no;
+    if (r->large) {
+        uint64_t base = r->start + (j << CHUNK_SHIFT);
+        uint64_t len = (s->obj_bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+        if (len)
+            madvise((void *)base, len, MADV_DONTNEED);
+        s->dirty = 0;
+        s->released = 1;
+        uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
+        hs.heap_bytes -= bytes;
+        hs.released_bytes += bytes;
+    }
+    s->next = r->pool;
+    r->pool = s;
+}
+
+void release_idle_spans(bool all)
+{
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &regions[c];
+        if (r->large)
+            continue;
+        for (struct span *s = r->pool; s; s = s->next) {
+            if (s->released || (!all && GC_gc_no - s->free_since < 2))
+                continue;
+            uint64_t lo, hi;
+            span_memory(r, span_chunk_index(r, s), &lo, &hi);
+            if (hi > lo)
+                madvise((void *)lo, hi - lo, MADV_DONTNEED);
+            s->released = 1;
+            /* Pages shared with the neighbouring spans kept their data. */
+            s->dirty = 1;
+            hs.heap_bytes -= CHUNK_SIZE;
+            hs.released_bytes += CHUNK_SIZE;
+        }
+    }
+}
+
+/* Free list over every slot of a span just taken from the pool or the
+ * frontier. */
+static void *span_fresh_list(struct region *r, struct span *s, size_t *count)
+{
+    uint64_t qa, qb;
+    span_slots(r, span_chunk_index(r, s), &qa, &qb);
+    bool zero = s->dirty && kinds[s->kind].clear;
+    void *head = NULL;
+    for (uint64_t q = qb; q-- > qa;) {
+        void *slot = (void *)(q * r->size);
+        if (zero)
+            memset(slot, 0, r->size);
+        slot_make_free(slot, head);
+        head = slot;
+    }
+    s->dirty = 0;
+    *count = qb - qa;
+    return head;
+}
+
+/* ------------------------------------------------------------------ */
+/* Batches of free slots                                               */
+
+static unsigned max_retries(void)
+{
+    return GC_max_retries ? (unsigned)GC_max_retries : 1;
+}
+
+/* A list of free slots of (class, kind), lock held.  Collects or grows
+ * the heap as the policy says; NULL when out of memory. */
+static void *take_batch(unsigned c, unsigned kind, size_t *count)
+{
+    struct class_kind *ck = &class_kinds[c][kind];
+    struct region *r = &regions[c];
+    unsigned collections = 0;
+    for (;;) {
+        if (ck->free) {
+            void *list = ck->free;
+            *count = class_kind_free_count[c][kind];
+            ck->free = NULL;
+            class_kind_free_count[c][kind] = 0;
+            return list;
+        }
+        while (ck->unswept) {
+            struct span *s = ck->unswept;
+            ck->unswept = s->next;
+            void *list = sweep_span(r, s, count);
+            if (list)
+                return list;
+        }
+        if (collections == 0 && should_collect()) {
+            collect("allocation");
+            collections++;
+            continue;
+        }
+        struct span *s = span_new(c, kind);
+        if (s)
+            return span_fresh_list(r, s, count);
+        if (collections < max_retries() && !GC_dont_gc) {
+            collect("heap full");
+            collections++;
+            continue;
+        }
+        return NULL;
+    }
+}
+
+static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
+{
+    struct region *r = &regions[c];
+    unsigned collections = 0;
+    struct span *s;
+    for (;;) {
+        if (collections == 0 && should_collect()) {
+            collect("allocation");
+            collections++;
+        }
+        s = span_new(c, kind);
+        if (s)
+            break;
+        if (collections >= max_retries() || GC_dont_gc)
+            return NULL;
+        collect("heap full");
+        collections++;
+    }
+    uint64_t base = r->start + (span_chunk_index(r, s) << CHUNK_SHIFT);
+    uint64_t want = (bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+    if (want > r->size)
+        want = r->size;
+    if (s->dirty && kinds[kind].clear)
+        memset((void *)base, 0, want);
+    s->dirty = 0;
+    s->obj_bytes = want;
+    hs.allocd_since_gc += want;
+    hs.total_allocd += want;
+    return (void *)base;
+}
+
+static void set_alloc_bit(struct region *r, void *p, bool on)
+{
+    uint64_t bit = lowfat_slot_number(p) - r->q0;
+    uint64_t mask = 1ull << (bit & 63);
+    if (on)
+        r->alloc_bits[bit >> 6] |= mask;
+    else
+        r->alloc_bits[bit >> 6] &= ~mask;
+}
+
+/* One object of (class, kind) under the lock, bypassing the caches. */
+static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
+{
+    struct region *r = &regions[c];
+    void *p;
+    if (r->large) {
+        p = large_alloc(c, kind, bytes);
+    } else {
+        struct class_kind *ck = &class_kinds[c][kind];
+        size_t n = 0;
+        void **list = take_batch(c, kind, &n);
+        if (!list)
+            return NULL;
+        p = list;
+        ck->free = link_decode(list[0]);
+        class_kind_free_count[c][kind] = (uint32_t)(n - 1);
+        list[0] = list[1] = NULL;
+        hs.allocd_since_gc += r->size;
+        hs.total_allocd += r->size;
+    }
+    if (p && kinds[kind].uncollectable)
+        set_alloc_bit(r, p, true);
+    return p;
+}
+
+/* Refill the calling thread's list of (class, kind) and pop from it. */
+static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind)
+{
+    size_t n = 0;
+    lock();
+    void **list = take_batch(c, kind, &n);
+    if (list) {
+        hs.allocd_since_gc += n * regions[c].size;
+        hs.total_allocd += n * regions[c].size;
+    }
+    unlock();
+    if (!list)
+        return NULL;
+    tc->free[kind][c] = link_decode(list[0]);
+    list[0] = list[1] = NULL;
+    return list;
+}
+
+static unsigned class_for(size_t bytes)
+{
+    if (bytes <= SMALL_REQUEST_MAX)
+        return request_class[bytes];
+    if (bytes > SIZE_MAX - extra_bytes)
+        return NUM_CLASSES;
+    return (unsigned)class_of_size(bytes + extra_bytes);
+}
+
+static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
+{
+    if (unlikely(c >= NUM_CLASSES || !regions[c].reserved))
+        return oom(bytes);
+    if (c < NUM_SMALL_CLASSES && kind < NUM_CACHED_KINDS) {
+        struct thread_cache *tc = tl_cache;
+        if (tc == &empty_cache) {
+            tc = thread_cache_create();
+            if (!tc)
+                return oom(bytes);
+        }
+        void **p = tc->free[kind][c];
+        if (p) {
+            tc->free[kind][c] = link_decode(p[0]);
+            p[0] = p[1] = NULL;
+            return p;
+        }
+        p = cache_refill_pop(tc, c, kind);
+        return p ? p : oom(bytes);
+    }
+    lock();
+    void *p = alloc_locked(c, kind, bytes);
+    unlock();
+    return p ? p : oom(bytes);
+}
+
+void *alloc_kind(size_t bytes, unsigned kind)
+{
+    ensure_init();
+    return alloc_in_class(class_for(bytes), bytes, kind);
+}
+
+void *alloc_slow(size_t bytes, unsigned kind)
+{
+    return alloc_kind(bytes, kind);
+}
+
+void *alloc_aligned(size_t align, size_t bytes, unsigned kind)
+{
+    ensure_init();
+    if (align <= 16)
+        return alloc_kind(bytes, kind);
+    if (bytes > SIZE_MAX - extra_bytes)
+        return oom(bytes);
+    /* Objects sit at multiples of their size: a class whose size is a
+     * multiple of align gives the alignment with no padding. */
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        uint64_t s = regions[c].size;
+        if (regions[c].reserved && s >= bytes + extra_bytes && s % align == 0)
+            return alloc_in_class(c, bytes, kind);
+    }
+    return oom(bytes);
+}
+
+/* The fast paths: a pop from the thread's list. */
+LFGC_EXPORT void *GC_malloc(size_t bytes)
+{
+    if (likely(bytes <= SMALL_REQUEST_MAX)) {
+        unsigned c = request_class[bytes];
+        struct thread_cache *tc = tl_cache;
+        void **p = tc->free[KIND_NORMAL][c];
+        if (likely(p)) {
+            tc->free[KIND_NORMAL][c] = link_decode(p[0]);
+            p[0] = p[1] = NULL;
+            return p;
+        }
+    }
+    return alloc_slow(bytes, KIND_NORMAL);
+}
+
+LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
+{
+    if (likely(bytes <= SMALL_REQUEST_MAX)) {
+        unsigned c = request_class[bytes];
+        struct thread_cache *tc = tl_cache;
+        void **p = tc->free[KIND_PTRFREE][c];
+        if (likely(p)) {
+            tc->free[KIND_PTRFREE][c] = link_decode(p[0]);
+            p[0] = p[1] = NULL;
+            return p;
+        }
+    }
+    return alloc_slow(bytes, KIND_PTRFREE);
+}
+
+/* ------------------------------------------------------------------ */
+/* Explicit free                                                        */
+
+void caches_discard(void)
+{
+    for (unsigned c = 0; c < NUM_CLASSES; c++)
+        for (unsigned k = 0; k < MAX_KINDS; k++) {
+            class_kinds[c][k].free = NULL;
+            class_kinds[c][k].unswept = NULL;
+            class_kind_free_count[c][k] = 0;
+        }
+}
+
+/* Validate p as the base of an object in use; warn and return false
+ * otherwise.  Lock held. */
+static bool check_base(void *p, const char *who, struct region **rp, struct span **sp)
+{
+    if (!lowfat_is_ptr(p)) {
+        warn("GC Warning: %s(%p): not a pointer lfgc allocated; ignored\n", (uintptr_t)p);
+        (void)who;
+        return false;
+    }
+    struct region *r = region_of(p);
+    void *base = lowfat_base(p);
+    if (!r->mapped || (uintptr_t)p >= r->usable_end || !chunk_map[(uintptr_t)base >> CHUNK_SHIFT]) {
+        if (r->mapped && (uintptr_t)p < lowfat_heap_top[lowfat_index(p)])
+            warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
+                 (uintptr_t)p);
+        else
+            warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; ignored\n",
+                 (uintptr_t)p);
+        return false;
+    }
+    if (base != p) {
+        warn("GC Warning: free or realloc of %p: an interior pointer, not the start "
+             "of an object; ignored\n", (uintptr_t)p);
+        return false;
+    }
+    struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
+    if (!r->large && slot_is_free(p)) {
+        warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
+             (uintptr_t)p);
+        return false;
+    }
+    *rp = r;
+    *sp = s;
+    return true;
+}
+
+void free_object(void *p, const char *who)
+{
+    if (!p)
+        return;
+    ensure_init();
+    struct region *r;
+    struct span *s;
+    lock();
+    if (!check_base(p, who, &r, &s)) {
+        unlock();
+        return;
+    }
+    unsigned kind = s->kind;
+    unsigned c = (unsigned)(r - regions);
+    if (r->large) {
+        hs.freed_since_gc += s->obj_bytes;
+        span_free(r, s);
+        unlock();
+        return;
+    }
+    if (kinds[kind].uncollectable) {
+        uint64_t bit = lowfat_slot_number(p) - r->q0;
+        if (!(r->alloc_bits[bit >> 6] & (1ull << (bit & 63)))) {
+            unlock();
+            warn("GC Warning: free of %p: the object was already freed; ignored\n",
+                 (uintptr_t)p);
+            return;
+        }
+        set_alloc_bit(r, p, false);
+    }
+    if (kinds[kind].clear)
+        memset(p, 0, r->size);
+    hs.freed_since_gc += r->size;
+    if (s->state == SPAN_UNSWEPT) {
+        /* The lazy sweep will find it: unmark it, mark it free. */
+        uint64_t bit = lowfat_slot_number(p) - r->q0;
+        r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
+        slot_make_free(p, NULL);
+    } else {
+        struct class_kind *ck = &class_kinds[c][kind];
+        slot_make_free(p, ck->free);
+        ck->free = p;
+        class_kind_free_count[c][kind]++;
+    }
+    unlock();
+}
+
+/* Usable bytes of the object at base p (lock not needed: spans of objects
+ * in use do not change). */
+static size_t object_size(const struct region *r, const void *p)
+{
+    if (r->large)
+        return r->spans[span_index_of(r, (uintptr_t)p)].obj_bytes;
+    return r->size;
+}
+
+LFGC_EXPORT void GC_free(void *p)
+{
+    free_object(p, "GC_free");
+}
+
+LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
+{
+    if (!p)
+        return GC_malloc(bytes);
+    if (bytes == 0) {
+        GC_free(p);
+        return NULL;
+    }
+    ensure_init();
+    struct region *r;
+    struct span *s;
+    lock();
+    bool ok = check_base(p, "GC_realloc", &r, &s);
+    unsigned kind = ok ? s->kind : 0;
+    unlock();
+    if (!ok)
+        return NULL;
+    size_t old = object_size(r, p);
+    unsigned c = class_for(bytes);
+    if (c == (unsigned)(r - regions) &&
+        (!r->large || bytes + extra_bytes <= old)) {
+        /* Same slot: clear what a shrink leaves behind so that stale
+         * pointers there retain nothing. */
+        if (bytes < old && kinds[kind].clear)
+            memset((char *)p + bytes, 0, old - bytes);
+        return p;
+    }
+    void *q = alloc_kind(bytes, kind);
+    if (!q)
+        return NULL;
+    memcpy(q, p, old - extra_bytes < bytes ? old - extra_bytes : bytes);
+    free_object(p, "GC_realloc");
+    return q;
+}
+
+LFGC_EXPORT void *GC_base(void *p)
+{
+    if (!lowfat_is_ptr(p) || !gc_initialized)
+        return NULL;
+    struct region *r = region_of(p);
+    void *base = lowfat_base(p);
+    if (!r->mapped || (uintptr_t)p >= r->usable_end ||
+        !chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
+        return NULL;
+    if (r->large) {
+        if ((uintptr_t)p - (uintptr_t)base >= object_size(r, base))
+            return NULL;
+    } else if (slot_is_free(base)) {
+        return NULL;
+    }
+    return base;
+}
+
+LFGC_EXPORT size_t GC_size(const void *p)
+{
+    void *base = GC_base((void *)p);
+    if (!base)
+        return 0;
+    return object_size(region_of(base), base);
+}
+
+LFGC_EXPORT int GC_is_heap_ptr(const void *p)
+{
+    return GC_base((void *)p) != NULL;
+}
+
+LFGC_EXPORT int lfgc_is_live(const void *p)
+{
+    void *base = GC_base((void *)p);
+    if (!base)
+        return 0;
+    struct region *r = region_of(base);
+    struct span *s = &r->spans[span_index_of(r, (uintptr_t)base)];
+    uint64_t bit = lowfat_slot_number(base) - r->q0;
+    if (kinds[s->kind].uncollectable)
+        return (r->alloc_bits[bit >> 6] >> (bit & 63)) & 1;
+    /* Large spans found dead are freed at once; small ones keep their dead
+     * slots until the lazy sweep, and the mark bits tell those apart. */
+    if (s->state == SPAN_UNSWEPT)
+        return (r->mark_bits[bit >> 6] >> (bit & 63)) & 1;
+    return 1;
+}
+
+bool heap_expand(size_t bytes)
+{
+    hs.initial_heap = (hs.heap_bytes > hs.initial_heap ? hs.heap_bytes : hs.initial_heap) + bytes;
+    return true;
+}

@@ -1,0 +1,243 @@
+/* api.c: the rest of the bdwgc-compatible surface: settings, the
+ * allocation variants, out-of-memory and warning hooks. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void *default_oom_fn(size_t bytes)
+{
+    (void)bytes;
+    return NULL;
+}
+
+LFGC_EXPORT GC_word GC_gc_no;
+LFGC_EXPORT int GC_all_interior_pointers = 1;
+LFGC_EXPORT int GC_no_dls;
+LFGC_EXPORT int GC_dont_gc;
+LFGC_EXPORT GC_word GC_free_space_divisor = 3;
+LFGC_EXPORT GC_word GC_max_retries;
+LFGC_EXPORT int GC_dont_expand;
+LFGC_EXPORT int GC_dont_precollect;
+LFGC_EXPORT int GC_java_finalization = 1;
+LFGC_EXPORT int GC_finalize_on_demand;
+LFGC_EXPORT int GC_find_leak;
+LFGC_EXPORT int GC_full_freq = 19;
+LFGC_EXPORT int GC_use_entire_heap;
+LFGC_EXPORT int GC_quiet;
+LFGC_EXPORT unsigned long GC_time_limit;
+LFGC_EXPORT GC_word GC_non_gc_bytes;
+LFGC_EXPORT void *GC_least_plausible_heap_addr = (void *)LOWFAT_HEAP_START;
+LFGC_EXPORT void *GC_greatest_plausible_heap_addr = (void *)(LOWFAT_HEAP_END - 1);
+LFGC_EXPORT GC_oom_func GC_oom_fn = default_oom_fn;
+
+static GC_warn_proc warn_proc = GC_default_warn_proc;
+
+LFGC_EXPORT void GC_init(void)
+{
+    ensure_init();
+}
+
+LFGC_EXPORT int GC_is_init_called(void)
+{
+    return gc_initialized;
+}
+
+LFGC_EXPORT unsigned GC_get_version(void)
+{
+    return (GC_VERSION_MAJOR << 16) | (GC_VERSION_MINOR << 8) | GC_VERSION_MICRO;
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation variants                                                  */
+
+LFGC_EXPORT void *GC_malloc_uncollectable(size_t bytes)
+{
+    return alloc_kind(bytes, KIND_UNCOLLECTABLE);
+}
+
+LFGC_EXPORT void *GC_malloc_atomic_uncollectable(size_t bytes)
+{
+    return alloc_kind(bytes, KIND_AUNCOLLECTABLE);
+}
+
+LFGC_EXPORT void *GC_malloc_ignore_off_page(size_t bytes)
+{
+    return GC_malloc(bytes);
+}
+
+LFGC_EXPORT void *GC_malloc_atomic_ignore_off_page(size_t bytes)
+{
+    return GC_malloc_atomic(bytes);
+}
+
+LFGC_EXPORT void *GC_memalign(size_t align, size_t bytes)
+{
+    if (align == 0 || (align & (align - 1)))
+        return NULL;
+    return alloc_aligned(align, bytes, KIND_NORMAL);
+}
+
+LFGC_EXPORT int GC_posix_memalign(void **result, size_t align, size_t bytes)
+{
+    if (align < sizeof(void *) || (align & (align - 1)))
+        return EINVAL;
+    void *p = alloc_aligned(align, bytes, KIND_NORMAL);
+    if (!p)
+        return ENOMEM;
+    *result = p;
+    return 0;
+}
+
+LFGC_EXPORT char *GC_strdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = GC_malloc_atomic(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}
+
+LFGC_EXPORT char *GC_strndup(const char *s, size_t n)
+{
+    if (!s)
+        return NULL;
+    size_t len = strnlen(s, n);
+    if (len == SIZE_MAX)
+        return oom(len);
+    char *p = GC_malloc_atomic(len + 1);
+    if (p) {
+        memcpy(p, s, len);
+        p[len] = 0;
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Collection control                                                   */
+
+LFGC_EXPORT void GC_disable(void)
+{
+    lock();
+    GC_dont_gc++;
+    unlock();
+}
+
+LFGC_EXPORT void GC_enable(void)
+{
+    lock();
+    if (GC_dont_gc > 0)
+        GC_dont_gc--;
+    else
+        warn("GC Warning: GC_enable called without GC_disable (count %ld)\n",
+             (uintptr_t)GC_dont_gc);
+    unlock();
+}
+
+LFGC_EXPORT int GC_is_disabled(void)
+{
+    return GC_dont_gc != 0;
+}
+
+LFGC_EXPORT void GC_enable_incremental(void) {}
+LFGC_EXPORT int GC_is_incremental_mode(void) { return 0; }
+LFGC_EXPORT void GC_set_time_limit(unsigned long ms) { GC_time_limit = ms; }
+LFGC_EXPORT unsigned long GC_get_time_limit(void) { return GC_time_limit; }
+
+LFGC_EXPORT void GC_set_free_space_divisor(GC_word divisor)
+{
+    if (divisor > 0)
+        GC_free_space_divisor = divisor;
+}
+
+LFGC_EXPORT GC_word GC_get_free_space_divisor(void)
+{
+    return GC_free_space_divisor;
+}
+
+LFGC_EXPORT void GC_set_max_heap_size(GC_word bytes)
+{
+    lock();
+    hs.max_heap = bytes;
+    unlock();
+}
+
+LFGC_EXPORT int GC_expand_hp(size_t bytes)
+{
+    ensure_init();
+    lock();
+    bool ok = heap_expand(bytes);
+    unlock();
+    return ok;
+}
+
+LFGC_EXPORT void GC_set_dont_expand(int v) { GC_dont_expand = v; }
+LFGC_EXPORT int GC_get_dont_expand(void) { return GC_dont_expand; }
+LFGC_EXPORT void GC_set_max_retries(GC_word v) { GC_max_retries = v; }
+LFGC_EXPORT GC_word GC_get_max_retries(void) { return GC_max_retries; }
+LFGC_EXPORT void GC_set_no_dls(int v) { GC_no_dls = v; }
+LFGC_EXPORT int GC_get_no_dls(void) { return GC_no_dls; }
+
+LFGC_EXPORT void GC_set_all_interior_pointers(int v)
+{
+    if (gc_initialized && (v != 0) != (extra_bytes != 0))
+        warn("GC Warning: GC_set_all_interior_pointers(%ld) after GC_init: "
+             "ignored\n", (uintptr_t)v);
+    GC_all_interior_pointers = v;
+}
+
+LFGC_EXPORT int GC_get_all_interior_pointers(void)
+{
+    return GC_all_interior_pointers;
+}
+
+LFGC_EXPORT void GC_register_displacement(size_t offset)
+{
+    (void)offset;
+}
+
+LFGC_EXPORT void *GC_call_with_alloc_lock(GC_fn_type fn, void *client_data)
+{
+    ensure_init();
+    lock();
+    void *r = fn(client_data);
+    unlock();
+    return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Out of memory and warnings                                           */
+
+LFGC_EXPORT void GC_set_oom_fn(GC_oom_func fn)
+{
+    GC_oom_fn = fn ? fn : default_oom_fn;
+}
+
+LFGC_EXPORT GC_oom_func GC_get_oom_fn(void)
+{
+    return GC_oom_fn;
+}
+
+LFGC_EXPORT void GC_default_warn_proc(char *msg, GC_word arg)
+{
+    fprintf(stderr, msg, (void *)arg);
+}
+
+LFGC_EXPORT void GC_ignore_warn_proc(char *msg, GC_word arg)
+{
+    (void)msg;
+    (void)arg;
+}
+
+LFGC_EXPORT void GC_set_warn_proc(GC_warn_proc proc)
+{
+    warn_proc = proc ? proc : GC_default_warn_proc;
+}
+
+LFGC_EXPORT GC_warn_proc GC_get_warn_proc(void)
+{
+    return warn_proc;
+}

@@ -1,0 +1,240 @@
+/* internal.h: lfgc's private types and functions.
+ *
+ * Vocabulary:
+ *   class   size class c in [0, NUM_CLASSES): region LOWFAT_FIRST_REGION + c.
+ *   chunk   64 KiB piece of a region; the unit in which regions grow.
+ *   span    what the allocator hands out of a region: one chunk for classes
+ *           smaller than a chunk (the slots whose base lies in the chunk),
+ *           or one whole object for the larger classes.
+ *   kind    what the collector does with an object (scan it or not, free it
+ *           or not); every span holds objects of one kind, recorded per
+ *           chunk in the chunk map, so the kind comes from the address.
+ *   slot    the space of one object.  Slot numbers are address / size,
+ *           computed by lowfat_slot_number() without division.
+ */
+#ifndef LFGC_INTERNAL_H
+#define LFGC_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+
+#include "gc.h"
+#include "lfgc.h"
+#include "lowfat.h"
+
+#define LFGC_EXPORT __attribute__((visibility("default")))
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define NUM_CLASSES    LOWFAT_NUM_CLASSES
+#define CHUNK_SHIFT    16
+#define CHUNK_SIZE     ((uint64_t)1 << CHUNK_SHIFT)
+#define PAGE_SIZE      4096u
+/* Requests up to this size find their class with one table load. */
+#define SMALL_REQUEST_MAX 12288u
+/* Classes below this index have several objects per span and go through
+ * the thread caches. */
+#define NUM_SMALL_CLASSES 43     /* 16 .. 32768 bytes */
+
+/* Kinds.  The first four have bdwgc's numbers. */
+#define KIND_PTRFREE        0
+#define KIND_NORMAL         1
+#define KIND_UNCOLLECTABLE  2
+#define KIND_AUNCOLLECTABLE 3
+#define NUM_PREDEFINED_KINDS 4
+#define MAX_KINDS           64
+/* Kinds with thread-local free lists. */
+#define NUM_CACHED_KINDS    2
+
+/* Free slots: word 0 holds the link (tagged so that it is never a heap
+ * address and so never retains anything), word 1 a per-process canary; a
+ * slot showing both is free.  Allocation clears both words. */
+#define LINK_TAG ((uint64_t)1 << 63)
+static inline void *link_encode(void *next) { return (void *)((uintptr_t)next ^ LINK_TAG); }
+static inline void *link_decode(void *word) { return (void *)((uintptr_t)word ^ LINK_TAG); }
+extern uint64_t free_canary;
+static inline bool slot_is_free(const void *slot)
+{
+    const uint64_t *w = slot;
+    return (w[0] & LINK_TAG) && w[1] == free_canary;
+}
+static inline void slot_make_free(void *slot, void *next)
+{
+    void **w = slot;
+    w[0] = link_encode(next);
+    ((uint64_t *)slot)[1] = free_canary;
+}
+
+/* ------------------------------------------------------------------ */
+/* Layout (layout.c)                                                   */
+
+enum span_state {
+    SPAN_UNUSED = 0,   /* never handed out, or back in the region's pool   */
+    SPAN_SWEPT,        /* in use; its free slots (if any) are on free lists */
+    SPAN_UNSWEPT,      /* in use; dead slots await the lazy sweep           */
+};
+
+struct span {
+    struct span *next;      /* unswept list, or the region's free pool       */
+    uint8_t state;          /* enum span_state                               */
+    uint8_t kind;
+    uint8_t dirty;          /* memory may hold old data: zero before reuse   */
+    uint8_t released;       /* pages given back with MADV_DONTNEED           */
+    uint32_t free_since;    /* GC number when it went back to the pool       */
+    uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
+};
+
+struct region {
+    uint64_t size;          /* slot size                                    */
+    uint64_t magic;         /* lowfat_magics entry, kept here for locality  */
+    uint64_t start;         /* first address of the region                  */
+    uint64_t usable_end;    /* no slot may extend past this (precision and
+                               region bounds)                               */
+    uint64_t q0;            /* slot number of the first slot                */
+    uint64_t *mark_bits;    /* one bit per slot, index q - q0               */
+    uint64_t *alloc_bits;   /* uncollectable kinds: one bit per allocated slot */
+    struct span *spans;     /* one entry per chunk; a span uses its first   */
+    struct span *pool;      /* spans back from use, reusable by any kind    */
+    uint64_t next_chunk;    /* chunks handed out so far (the frontier)      */
+    uint64_t max_chunks;
+    uint32_t span_chunks;   /* chunks per span                              */
+    uint8_t large;          /* one object per span                          */
+    uint8_t mapped;         /* metadata mapped                              */
+    uint8_t reserved;       /* address range reserved at start-up           */
+};
+
+extern struct region regions[NUM_CLASSES];
+/* chunk_map[addr >> CHUNK_SHIFT] = 1 + kind of the span owning the slot
+ * whose base is addr, 0 when no span in use owns it. */
+extern uint8_t *chunk_map;
+extern bool layout_ok;
+
+bool layout_init(void);
+bool region_map_metadata(struct region *r);
+uint64_t class_of_size(size_t bytes);              /* NUM_CLASSES if too big */
+static inline struct region *region_of(const void *p)
+{
+    return &regions[lowfat_index(p) - LOWFAT_FIRST_REGION];
+}
+static inline uint64_t span_index_of(const struct region *r, uint64_t addr)
+{
+    return ((addr - r->start) >> CHUNK_SHIFT) / r->span_chunks * r->span_chunks;
+}
+/* First and one-past-last slot numbers of the span at chunk index j. */
+void span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend);
+static inline uint64_t span_chunk_index(const struct region *r, const struct span *s)
+{
+    return (uint64_t)(s - r->spans);
+}
+/* Bytes that a span of this region spans in memory, rounded to pages. */
+void span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi);
+bool precision_ok(const struct region *r, uint64_t addr);
+
+/* ------------------------------------------------------------------ */
+/* Kinds                                                               */
+
+struct kind {
+    uint8_t in_use;
+    uint8_t ptrfree;        /* never scanned                                */
+    uint8_t uncollectable;  /* never reclaimed; scanned as a root           */
+    uint8_t clear;          /* objects are zeroed                           */
+};
+extern struct kind kinds[MAX_KINDS];
+
+/* ------------------------------------------------------------------ */
+/* Allocation (alloc.c)                                                */
+
+/* Per (class, kind) state shared by all threads, under the lock. */
+struct class_kind {
+    void *free;             /* free list (encoded links)                    */
+    struct span *unswept;   /* spans awaiting the lazy sweep                */
+};
+extern struct class_kind class_kinds[NUM_CLASSES][MAX_KINDS];
+
+struct thread_cache {
+    void *free[NUM_CACHED_KINDS][NUM_SMALL_CLASSES];
+};
+extern __thread struct thread_cache *tl_cache __attribute__((tls_model("initial-exec")));
+extern struct thread_cache empty_cache;
+
+extern uint8_t request_class[SMALL_REQUEST_MAX + 1];
+extern size_t extra_bytes;
+
+void alloc_init(void);
+void *alloc_slow(size_t bytes, unsigned kind);
+void *alloc_kind(size_t bytes, unsigned kind);
+void *alloc_aligned(size_t align, size_t bytes, unsigned kind);
+void free_object(void *p, const char *who);
+void caches_discard(void);
+void span_free(struct region *r, struct span *s);
+void release_idle_spans(bool all);
+bool heap_expand(size_t bytes);
+void *oom(size_t bytes);
+void warn(const char *fmt, uintptr_t arg);
+
+/* ------------------------------------------------------------------ */
+/* Marking (mark.c) and sweeping (sweep.c)                             */
+
+void mark_init(void);
+void mark_clear_all(void);
+void mark_range(const void *lo, const void *hi);   /* scan a root range    */
+void mark_drain(void);
+void mark_recover_overflow(void);
+bool mark_is_set(const struct region *r, uint64_t q);
+void uncollectables_push(void);
+void sweep_after_mark(void);
+void *sweep_span(struct region *r, struct span *s, size_t *count);
+size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to);
+
+/* ------------------------------------------------------------------ */
+/* Roots (roots.c)                                                     */
+
+void roots_init(void);
+void roots_mark(void);            /* data segments, user roots, stacks    */
+size_t roots_size(void);          /* bytes of roots seen by the last scan */
+
+/* ------------------------------------------------------------------ */
+/* Threads (threads.c)                                                 */
+
+extern pthread_mutex_t gc_lock;
+void threads_init(void);
+struct thread_cache *thread_cache_create(void);
+void thread_caches_clear(void);
+void stacks_mark(void);
+static inline void lock(void) { pthread_mutex_lock(&gc_lock); }
+static inline void unlock(void) { pthread_mutex_unlock(&gc_lock); }
+
+/* ------------------------------------------------------------------ */
+/* Collection (collect.c) and statistics (stats.c)                     */
+
+struct gc_heap_stats {
+    uint64_t heap_bytes;        /* bytes of spans in use or pooled, not released */
+    uint64_t released_bytes;    /* pooled spans given back to the OS        */
+    uint64_t live_bytes;        /* found live by the last collection        */
+    uint64_t live_ptrful;       /* ... of them, in scanned kinds            */
+    uint64_t live_ptrfree;
+    uint64_t allocd_since_gc;   /* bytes handed to caches since then        */
+    uint64_t total_allocd;
+    uint64_t freed_since_gc;    /* explicitly freed since then              */
+    uint64_t reclaimed_last;
+    uint64_t initial_heap;      /* GC_INITIAL_HEAP_SIZE / GC_expand_hp floor */
+    uint64_t max_heap;          /* 0: unlimited                             */
+    uint64_t mark_overflows;
+};
+extern struct gc_heap_stats hs;
+extern bool print_stats;
+extern bool gc_initialized;
+
+void ensure_init(void);
+bool should_collect(void);
+void collect(const char *why);
+void stats_record_pause(uint64_t ns);
+void stats_print_collection(uint64_t pause_ns);
+void event(GC_EventType e);
+uint64_t now_ns(void);
+size_t env_size(const char *name, size_t dflt, bool *found);
+
+#endif /* LFGC_INTERNAL_H */

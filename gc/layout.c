@@ -1,0 +1,222 @@
+/* layout.c: the low-fat regions, their tables and their metadata.
+ *
+ * Regions are reserved once, at load time, with MAP_NORESERVE so that they
+ * cost nothing until touched, and MAP_FIXED_NOREPLACE so that nothing
+ * already mapped is clobbered.  Per-region metadata (mark bitmaps, span
+ * table) is mapped the same way when a region is first used.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* The paper's size configuration (Appendix A): X(class, size). */
+#define SIZE_LIST(X) \
+    X(0, 16) X(1, 32) X(2, 48) X(3, 64) X(4, 80) X(5, 96) X(6, 112) \
+    X(7, 128) X(8, 144) X(9, 160) X(10, 192) X(11, 224) X(12, 256) \
+    X(13, 272) X(14, 320) X(15, 384) X(16, 448) X(17, 512) X(18, 528) \
+    X(19, 640) X(20, 768) X(21, 896) X(22, 1024) X(23, 1040) X(24, 1280) \
+    X(25, 1536) X(26, 1792) X(27, 2048) X(28, 2064) X(29, 2560) \
+    X(30, 3072) X(31, 3584) X(32, 4096) X(33, 4112) X(34, 5120) \
+    X(35, 6144) X(36, 7168) X(37, 8192) X(38, 8208) X(39, 10240) \
+    X(40, 12288) X(41, 1ull << 14) X(42, 1ull << 15) X(43, 1ull << 16) \
+    X(44, 1ull << 17) X(45, 1ull << 18) X(46, 1ull << 19) X(47, 1ull << 20) \
+    X(48, 1ull << 21) X(49, 1ull << 22) X(50, 1ull << 23) X(51, 1ull << 24) \
+    X(52, 1ull << 25) X(53, 1ull << 26) X(54, 1ull << 27) X(55, 1ull << 28) \
+    X(56, 1ull << 29) X(57, 1ull << 30) X(58, 1ull << 31) X(59, 1ull << 32) \
+    X(60, 1ull << 33)
+
+/* A class exists only if one object fits in its region. */
+#define FITS(s) ((uint64_t)(s) <= LOWFAT_REGION_SIZE)
+/* 2^64 / s, plus one unless s is a power of two (then the quotient is
+ * exact and the +1 would make it wrong): UINT64_MAX / s + 1 is both. */
+#define MAGIC(s) (UINT64_MAX / (uint64_t)(s) + 1)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+#define SIZE_ENTRY(c, s)  [LOWFAT_FIRST_REGION + (c)] = FITS(s) ? (uint64_t)(s) : UINT64_MAX,
+#define MAGIC_ENTRY(c, s) [LOWFAT_FIRST_REGION + (c)] = FITS(s) ? MAGIC(s) : 0,
+LFGC_EXPORT const uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE] = {
+    [0 ... LOWFAT_TABLE_SIZE - 1] = UINT64_MAX,
+    SIZE_LIST(SIZE_ENTRY)
+};
+LFGC_EXPORT const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE] = {
+    SIZE_LIST(MAGIC_ENTRY)
+};
+#pragma GCC diagnostic pop
+
+LFGC_EXPORT uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
+
+struct region regions[NUM_CLASSES];
+uint8_t *chunk_map;
+bool layout_ok;
+
+_Static_assert(LOWFAT_FIRST_REGION >= 1, "region 0 is non-fat");
+_Static_assert(LOWFAT_FIRST_REGION + NUM_CLASSES <= LOWFAT_TABLE_SIZE,
+               "the regions must lie in user space");
+
+static void *map_noreserve(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Slot count (q - q0) bound of a region: p * (s - r) < 2^64, r = 2^64 mod s,
+ * is what keeps the reciprocal exact for every byte below p. */
+static uint64_t precision_limit(uint64_t size)
+{
+    if ((size & (size - 1)) == 0)
+        return UINT64_MAX;                    /* exact quotient */
+    uint64_t r = (uint64_t)(((unsigned __int128)1 << 64) % size);
+    return UINT64_MAX / (size - r);
+}
+
+bool precision_ok(const struct region *r, uint64_t addr)
+{
+    return lowfat_slot_number((void *)addr) == addr / r->size;
+}
+
+static bool reserve_region(unsigned c)
+{
+    struct region *r = &regions[c];
+    void *want = (void *)r->start;
+    void *got = mmap(want, LOWFAT_REGION_SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
+                     MAP_FIXED_NOREPLACE, -1, 0);
+    if (got == want)
+        return true;
+    int err = errno;
+    if (got != MAP_FAILED)           /* old kernel: the flag was a hint */
+        munmap(got, LOWFAT_REGION_SIZE);
+    if (got != MAP_FAILED || err == EEXIST)
+        fprintf(stderr,
+                "lfgc: cannot reserve region %u (objects of %llu bytes) at "
+                "[%p, %p): something is already mapped there.\n"
+                "lfgc: rebuild lfgc with ./configure --with-first-region=N to "
+                "move the heap, or find what maps that range "
+                "(cat /proc/%d/maps).\n",
+                LOWFAT_FIRST_REGION + c, (unsigned long long)r->size, want,
+                (void *)(r->start + LOWFAT_REGION_SIZE), (int)getpid());
+    else
+        fprintf(stderr,
+                "lfgc: cannot reserve region %u at %p (%s): the address space "
+                "is limited.\nlfgc: lfgc reserves %llu GiB of address space "
+                "(not memory); raise 'ulimit -v', allow overcommit "
+                "(vm.overcommit_memory 0 or 1), or rebuild with a smaller "
+                "--with-region-shift.\n",
+                LOWFAT_FIRST_REGION + c, want, strerror(err),
+                (unsigned long long)((LOWFAT_HEAP_END - LOWFAT_HEAP_START) >> 30));
+    return false;
+}
+
+bool layout_init(void)
+{
+    uint64_t chunk_map_bytes = LOWFAT_HEAP_END >> CHUNK_SHIFT;
+    chunk_map = map_noreserve(chunk_map_bytes);
+    if (!chunk_map) {
+        fprintf(stderr, "lfgc: cannot map the chunk map (%llu MiB of address "
+                "space): %s\n", (unsigned long long)(chunk_map_bytes >> 20),
+                strerror(errno));
+        return false;
+    }
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &regions[c];
+        size_t idx = LOWFAT_FIRST_REGION + c;
+        r->size = lowfat_sizes[idx];
+        r->magic = lowfat_magics[idx];
+        r->start = (uint64_t)idx << LOWFAT_REGION_SHIFT;
+        if (r->magic == 0)          /* class larger than a region */
+            continue;
+        uint64_t end = r->start + LOWFAT_REGION_SIZE;
+        uint64_t limit = precision_limit(r->size);
+        if (limit < end)
+            end = limit;
+        r->q0 = (r->start + r->size - 1) / r->size;
+        /* Only whole slots, all of whose bytes divide exactly. */
+        uint64_t last_q = end / r->size;            /* first slot not usable */
+        r->usable_end = last_q * r->size;
+        r->large = r->size >= CHUNK_SIZE;
+        r->span_chunks = r->large ? (uint32_t)(r->size >> CHUNK_SHIFT) : 1;
+        r->max_chunks = (r->usable_end - r->start) >> CHUNK_SHIFT;
+        /* A configuration where the reciprocal is wrong must fail loudly,
+         * never mark the wrong object: check the edges of the last slot. */
+        uint64_t last_base = r->usable_end - r->size;
+        if (r->usable_end <= r->start ||
+            !precision_ok(r, r->start) || !precision_ok(r, last_base) ||
+            !precision_ok(r, r->usable_end - 1) ||
+            !precision_ok(r, last_base - 1)) {
+            fprintf(stderr, "lfgc: the reciprocal of size %llu is not exact in "
+                    "region %zu; this size configuration cannot be used.\n",
+                    (unsigned long long)r->size, idx);
+            return false;
+        }
+        if (!reserve_region(c))
+            return false;
+        r->reserved = 1;
+    }
+    return true;
+}
+
+bool region_map_metadata(struct region *r)
+{
+    if (r->mapped)
+        return true;
+    uint64_t slots = (r->usable_end - r->start) / r->size + 1;
+    uint64_t bitmap_bytes = (slots + 63) / 64 * 8;
+    r->mark_bits = map_noreserve(bitmap_bytes);
+    r->alloc_bits = map_noreserve(bitmap_bytes);
+    r->spans = map_noreserve((r->max_chunks + 1) * sizeof(struct span));
+    if (!r->mark_bits || !r->alloc_bits || !r->spans)
+        return false;
+    r->mapped = 1;
+    return true;
+}
+
+void span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend)
+{
+    uint64_t lo = r->start + (j << CHUNK_SHIFT);
+    uint64_t hi = lo + ((uint64_t)r->span_chunks << CHUNK_SHIFT);
+    uint64_t qlast = r->usable_end / r->size;
+    uint64_t a = (lo + r->size - 1) / r->size;
+    uint64_t b = (hi + r->size - 1) / r->size;
+    *qfirst = a < qlast ? a : qlast;
+    *qend = b < qlast ? b : qlast;
+}
+
+void span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t qa, qb;
+    span_slots(r, j, &qa, &qb);
+    /* The span owns the bytes of its slots, which may run into the next
+     * chunk; only whole pages inside them may be given back. */
+    *lo = (qa * r->size + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+    *hi = (qb * r->size) & ~(uint64_t)(PAGE_SIZE - 1);
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+uint64_t class_of_size(size_t bytes)
+{
+    if (bytes <= SMALL_REQUEST_MAX) {
+        for (unsigned c = 0; c < NUM_CLASSES; c++)
+            if (regions[c].size >= bytes)
+                return c;
+    }
+    if (bytes > (1ull << 33))
+        return NUM_CLASSES;
+    unsigned log2 = 64 - __builtin_clzll(bytes - 1);       /* ceil(log2)   */
+    if (log2 < 14)
+        log2 = 14;
+    uint64_t c = 41 + (log2 - 14);
+    if (c >= NUM_CLASSES || regions[c].magic == 0)
+        return NUM_CLASSES;
+    return c;
+}

@@ -1,0 +1,190 @@
+/* roots.c: where marking starts.
+ *
+ * The writable segments of the executable and of every loaded shared
+ * object (found afresh at each collection with dl_iterate_phdr, so that
+ * dlopen'ed libraries are covered), the ranges added with GC_add_roots,
+ * minus the ranges excluded with GC_exclude_static_roots.  lfgc's own
+ * shared object is skipped: its state holds no pointer that must retain.
+ * Stacks and registers are in threads.c.
+ */
+#define _GNU_SOURCE
+#include <link.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+struct range {
+    uintptr_t lo, hi;
+};
+
+/* A growable array of ranges, in memory the collector does not scan. */
+struct range_set {
+    struct range *r;
+    size_t n, cap;
+};
+
+static struct range_set user_roots;
+static struct range_set excluded;       /* kept sorted by lo */
+static size_t last_roots_bytes;
+
+static bool range_set_reserve(struct range_set *s)
+{
+    if (s->n < s->cap)
+        return true;
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    void *p = mmap(NULL, cap * sizeof(struct range), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    if (s->r) {
+        memcpy(p, s->r, s->n * sizeof(struct range));
+        munmap(s->r, s->cap * sizeof(struct range));
+    }
+    s->r = p;
+    s->cap = cap;
+    return true;
+}
+
+static void exclude(uintptr_t lo, uintptr_t hi)
+{
+    if (lo >= hi || !range_set_reserve(&excluded))
+        return;
+    size_t i = excluded.n;
+    while (i > 0 && excluded.r[i - 1].lo > lo) {
+        excluded.r[i] = excluded.r[i - 1];
+        i--;
+    }
+    excluded.r[i].lo = lo;
+    excluded.r[i].hi = hi;
+    excluded.n++;
+}
+
+void roots_init(void)
+{
+    /* The global free-list heads point at free slots: no root. */
+    exclude((uintptr_t)&class_kinds, (uintptr_t)(&class_kinds + 1));
+}
+
+/* Scan [lo, hi) minus the excluded ranges. */
+static void mark_root_range(uintptr_t lo, uintptr_t hi)
+{
+    for (size_t i = 0; i < excluded.n && lo < hi; i++) {
+        struct range e = excluded.r[i];
+        if (e.hi <= lo)
+            continue;
+        if (e.lo >= hi)
+            break;
+        if (e.lo > lo) {
+            mark_range((void *)lo, (void *)e.lo);
+            last_roots_bytes += e.lo - lo;
+        }
+        lo = e.hi;
+    }
+    if (lo < hi) {
+        mark_range((void *)lo, (void *)hi);
+        last_roots_bytes += hi - lo;
+    }
+}
+
+static int mark_object_segments(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    int *index = data;
+    bool main_program = (*index)++ == 0;
+    if (GC_no_dls && !main_program)
+        return 0;
+    uintptr_t self = (uintptr_t)&user_roots;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
+            continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        uintptr_t hi = lo + ph->p_memsz;
+        if (!main_program && self >= lo && self < hi)
+            return 0;                /* lfgc's own shared object */
+        mark_root_range(lo, hi);
+    }
+    return 0;
+}
+
+void roots_mark(void)
+{
+    last_roots_bytes = 0;
+    int index = 0;
+    dl_iterate_phdr(mark_object_segments, &index);
+    for (size_t i = 0; i < user_roots.n; i++)
+        mark_root_range(user_roots.r[i].lo, user_roots.r[i].hi);
+}
+
+size_t roots_size(void)
+{
+    return last_roots_bytes;
+}
+
+void roots_add_stack_bytes(size_t bytes)
+{
+    last_roots_bytes += bytes;
+}
+
+LFGC_EXPORT void GC_add_roots(void *low, void *high)
+{
+    ensure_init();
+    if ((uintptr_t)low >= (uintptr_t)high)
+        return;
+    lock();
+    /* Merge with an existing range that it touches. */
+    for (size_t i = 0; i < user_roots.n; i++) {
+        struct range *r = &user_roots.r[i];
+        if ((uintptr_t)low <= r->hi && (uintptr_t)high >= r->lo) {
+            if ((uintptr_t)low < r->lo)
+                r->lo = (uintptr_t)low;
+            if ((uintptr_t)high > r->hi)
+                r->hi = (uintptr_t)high;
+            unlock();
+            return;
+        }
+    }
+    if (range_set_reserve(&user_roots)) {
+        user_roots.r[user_roots.n].lo = (uintptr_t)low;
+        user_roots.r[user_roots.n].hi = (uintptr_t)high;
+        user_roots.n++;
+    } else {
+        warn("GC Warning: GC_add_roots: out of memory for the root table (%p)\n",
+             (uintptr_t)low);
+    }
+    unlock();
+}
+
+LFGC_EXPORT void GC_remove_roots(void *low, void *high)
+{
+    ensure_init();
+    uintptr_t lo = (uintptr_t)low, hi = (uintptr_t)high;
+    lock();
+    /* As bdwgc: remove the ranges that lie wholly inside [low, high). */
+    size_t out = 0;
+    for (size_t i = 0; i < user_roots.n; i++) {
+        struct range r = user_roots.r[i];
+        if (r.lo >= lo && r.hi <= hi)
+            continue;
+        user_roots.r[out++] = r;
+    }
+    user_roots.n = out;
+    unlock();
+}
+
+LFGC_EXPORT void GC_clear_roots(void)
+{
+    ensure_init();
+    lock();
+    user_roots.n = 0;
+    unlock();
+}
+
+LFGC_EXPORT void GC_exclude_static_roots(void *low, void *high)
+{
+    ensure_init();
+    lock();
+    exclude((uintptr_t)low, (uintptr_t)high);
+    unlock();
+}

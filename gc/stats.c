@@ -1,0 +1,181 @@
+/* stats.c: figures, pause records, collection events, GC_dump. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PAUSE_RING 4096
+
+static uint64_t pauses[PAUSE_RING];
+static uint64_t pause_count;
+static uint64_t max_pause, total_pause, last_pause;
+static GC_on_collection_event_proc on_event;
+static GC_start_callback_proc on_start;
+
+void stats_record_pause(uint64_t ns)
+{
+    pauses[pause_count % PAUSE_RING] = ns;
+    pause_count++;
+    last_pause = ns;
+    total_pause += ns;
+    if (ns > max_pause)
+        max_pause = ns;
+}
+
+void stats_print_collection(uint64_t pause_ns)
+{
+    fprintf(stderr,
+            "lfgc: collection %lu: heap %llu KiB, live %llu KiB, "
+            "reclaimed %llu KiB, pause %.3f ms\n",
+            (unsigned long)GC_gc_no, (unsigned long long)(hs.heap_bytes >> 10),
+            (unsigned long long)(hs.live_bytes >> 10),
+            (unsigned long long)(hs.reclaimed_last >> 10), pause_ns / 1e6);
+}
+
+void event(GC_EventType e)
+{
+    if (e == GC_EVENT_START && on_start)
+        on_start();
+    if (on_event)
+        on_event(e);
+}
+
+LFGC_EXPORT void GC_set_on_collection_event(GC_on_collection_event_proc fn)
+{
+    lock();
+    on_event = fn;
+    unlock();
+}
+
+LFGC_EXPORT GC_on_collection_event_proc GC_get_on_collection_event(void)
+{
+    return on_event;
+}
+
+LFGC_EXPORT void GC_set_start_callback(GC_start_callback_proc fn)
+{
+    lock();
+    on_start = fn;
+    unlock();
+}
+
+LFGC_EXPORT GC_start_callback_proc GC_get_start_callback(void)
+{
+    return on_start;
+}
+
+static uint64_t in_use_bytes(void)
+{
+    uint64_t allocd = hs.allocd_since_gc > hs.freed_since_gc
+                          ? hs.allocd_since_gc - hs.freed_since_gc : 0;
+    return hs.live_bytes + allocd;
+}
+
+LFGC_EXPORT size_t GC_get_heap_size(void)
+{
+    return hs.heap_bytes > hs.initial_heap ? hs.heap_bytes : hs.initial_heap;
+}
+
+LFGC_EXPORT size_t GC_get_free_bytes(void)
+{
+    uint64_t heap = GC_get_heap_size(), used = in_use_bytes();
+    return heap > used ? heap - used : 0;
+}
+
+LFGC_EXPORT size_t GC_get_unmapped_bytes(void)
+{
+    return hs.released_bytes;
+}
+
+LFGC_EXPORT size_t GC_get_bytes_since_gc(void)
+{
+    return hs.allocd_since_gc;
+}
+
+LFGC_EXPORT size_t GC_get_total_bytes(void)
+{
+    return hs.total_allocd;
+}
+
+LFGC_EXPORT GC_word GC_get_gc_no(void)
+{
+    return GC_gc_no;
+}
+
+LFGC_EXPORT void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
+                                        GC_word *unmapped_bytes,
+                                        GC_word *bytes_since_gc,
+                                        GC_word *total_bytes)
+{
+    lock();
+    if (heap_size)
+        *heap_size = GC_get_heap_size();
+    if (free_bytes)
+        *free_bytes = GC_get_free_bytes();
+    if (unmapped_bytes)
+        *unmapped_bytes = hs.released_bytes;
+    if (bytes_since_gc)
+        *bytes_since_gc = hs.allocd_since_gc;
+    if (total_bytes)
+        *total_bytes = hs.total_allocd;
+    unlock();
+}
+
+LFGC_EXPORT void lfgc_get_stats(struct lfgc_stats *out)
+{
+    lock();
+    memset(out, 0, sizeof *out);
+    out->collections = GC_gc_no;
+    out->heap_bytes = GC_get_heap_size();
+    out->live_bytes = hs.live_bytes;
+    out->reclaimed_bytes = hs.reclaimed_last;
+    out->total_allocated = hs.total_allocd;
+    out->last_pause_ns = last_pause;
+    out->max_pause_ns = max_pause;
+    out->total_pause_ns = total_pause;
+    out->mark_stack_overflows = hs.mark_overflows;
+    unlock();
+}
+
+LFGC_EXPORT size_t lfgc_get_pauses(uint64_t *ns, size_t max)
+{
+    lock();
+    uint64_t have = pause_count < PAUSE_RING ? pause_count : PAUSE_RING;
+    if (max > have)
+        max = have;
+    uint64_t first = pause_count - max;
+    for (size_t i = 0; i < max; i++)
+        ns[i] = pauses[(first + i) % PAUSE_RING];
+    unlock();
+    return max;
+}
+
+LFGC_EXPORT void GC_dump(void)
+{
+    ensure_init();
+    lock();
+    fprintf(stderr, "lfgc heap: %llu KiB in use or pooled, %llu KiB released, "
+            "%llu KiB live after collection %lu\n",
+            (unsigned long long)(hs.heap_bytes >> 10),
+            (unsigned long long)(hs.released_bytes >> 10),
+            (unsigned long long)(hs.live_bytes >> 10), (unsigned long)GC_gc_no);
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &regions[c];
+        if (!r->mapped || !r->next_chunk)
+            continue;
+        uint64_t in_use = 0, unswept = 0, pooled = 0;
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            uint8_t st = r->spans[j].state;
+            in_use += st != SPAN_UNUSED;
+            unswept += st == SPAN_UNSWEPT;
+        }
+        for (struct span *s = r->pool; s; s = s->next)
+            pooled++;
+        fprintf(stderr, "  class %2u (%llu bytes) at %p: %llu spans in use "
+                "(%llu unswept), %llu pooled\n", c,
+                (unsigned long long)r->size, (void *)r->start,
+                (unsigned long long)in_use, (unsigned long long)unswept,
+                (unsigned long long)pooled);
+    }
+    unlock();
+}

@@ -1,0 +1,118 @@
+/* sweep.c: what happens to spans after marking.
+ *
+ * Right after the mark, every span's marks are counted (a popcount over
+ * its part of the bitmap): spans with no mark go back to their region's
+ * pool at once (and large ones give their pages back), spans with some go
+ * on their class and kind's unswept list.  The unswept spans are swept
+ * lazily, one at a time, when allocation needs a batch of free slots:
+ * dead slots are zeroed (for kinds whose objects are cleared) and linked
+ * into a free list in address order.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to)
+{
+    size_t n = 0;
+    if (from >= to)
+        return 0;
+    uint64_t wa = from >> 6, wb = (to - 1) >> 6;
+    for (uint64_t w = wa; w <= wb; w++) {
+        uint64_t v = bits[w];
+        if (w == wa)
+            v &= ~0ull << (from & 63);
+        if (w == wb && (to & 63))
+            v &= ~(~0ull << (to & 63));
+        n += (size_t)__builtin_popcountll(v);
+    }
+    return n;
+}
+
+static size_t count_alloc_bits(const struct region *r, uint64_t qa, uint64_t qb)
+{
+    return popcount_range(r->alloc_bits, qa - r->q0, qb - r->q0);
+}
+
+void sweep_after_mark(void)
+{
+    uint64_t live_ptrful = 0, live_ptrfree = 0;
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &regions[c];
+        if (!r->mapped || !r->next_chunk)
+            continue;
+        /* Backwards, so that each unswept list comes out in address order. */
+        uint64_t j = r->next_chunk;
+        while (j > 0) {
+            j -= r->span_chunks;
+            struct span *s = &r->spans[j];
+            if (s->state == SPAN_UNUSED)
+                continue;
+            const struct kind *kd = &kinds[s->kind];
+            uint64_t qa, qb;
+            span_slots(r, j, &qa, &qb);
+            size_t n = kd->uncollectable ? count_alloc_bits(r, qa, qb)
+                                         : popcount_range(r->mark_bits, qa - r->q0, qb - r->q0);
+            uint64_t bytes = r->large ? s->obj_bytes * n : r->size * n;
+            if (kd->ptrfree)
+                live_ptrfree += bytes;
+            else
+                live_ptrful += bytes;
+            if (kd->uncollectable)
+                continue;
+            if (n == 0) {
+                span_free(r, s);
+            } else if (r->large || n == qb - qa) {
+                s->state = SPAN_SWEPT;      /* nothing to reclaim */
+            } else {
+                struct class_kind *ck = &class_kinds[c][s->kind];
+                s->state = SPAN_UNSWEPT;
+                s->next = ck->unswept;
+                ck->unswept = s;
+            }
+        }
+    }
+    uint64_t before = hs.live_bytes + hs.allocd_since_gc;
+    hs.live_ptrful = live_ptrful;
+    hs.live_ptrfree = live_ptrfree;
+    hs.live_bytes = live_ptrful + live_ptrfree;
+    hs.reclaimed_last = before > hs.live_bytes ? before - hs.live_bytes : 0;
+}
+
+/* Build the free list of a span's dead slots; NULL (count 0) if none. */
+void *sweep_span(struct region *r, struct span *s, size_t *count)
+{
+    s->state = SPAN_SWEPT;
+    uint64_t qa, qb;
+    span_slots(r, span_chunk_index(r, s), &qa, &qb);
+    const uint64_t size = r->size;
+    const bool clear = kinds[s->kind].clear;
+    void *head = NULL;
+    void **prev = NULL;
+    size_t n = 0;
+    uint64_t from = qa - r->q0, to = qb - r->q0;
+    for (uint64_t w = from >> 6; w <= (to - 1) >> 6; w++) {
+        uint64_t dead = ~r->mark_bits[w];
+        if (w == from >> 6)
+            dead &= ~0ull << (from & 63);
+        if (w == (to - 1) >> 6 && (to & 63))
+            dead &= ~(~0ull << (to & 63));
+        while (dead) {
+            uint64_t bit = (w << 6) + (uint64_t)__builtin_ctzll(dead);
+            dead &= dead - 1;
+            void **slot = (void **)((bit + r->q0) * size);
+            /* Slots already free were cleared when they were freed. */
+            if (clear && !slot_is_free(slot))
+                memset(slot, 0, size);
+            slot_make_free(slot, NULL);
+            if (prev)
+                prev[0] = link_encode(slot);
+            else
+                head = slot;
+            prev = slot;
+            n++;
+        }
+    }
+    *count = n;
+    return head;
+}

@@ -1,0 +1,279 @@
+/* gc.h: lfgc's interface, compatible with the Boehm-Demers-Weiser collector.
+ *
+ * A program written for bdwgc's gc.h compiles against this header and links
+ * with -llfgc.  Semantics follow bdwgc's documentation; where lfgc differs it
+ * says so here and in docs/api.md.
+ */
+#ifndef LFGC_GC_H
+#define LFGC_GC_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* bdwgc's decoration macros, empty here, kept because client code uses them
+ * in its own declarations of callbacks. */
+#ifndef GC_API
+# define GC_API extern __attribute__((visibility("default")))
+#endif
+#define GC_CALL
+#define GC_CALLBACK
+#define GC_ATTR_MALLOC __attribute__((malloc))
+#define GC_ATTR_ALLOC_SIZE(n) __attribute__((alloc_size(n)))
+#define GC_ATTR_DEPRECATED
+
+/* lfgc implements the interface of bdwgc 8.2; the macros below let clients
+ * test for it the way they test bdwgc. */
+#define GC_VERSION_MAJOR 8
+#define GC_VERSION_MINOR 2
+#define GC_VERSION_MICRO 2
+#define LFGC_VERSION_STRING "0.1.0"
+
+typedef unsigned long GC_word;
+typedef long GC_signed_word;
+typedef void *GC_PTR;
+
+/* ------------------------------------------------------------------ */
+/* Settings kept as data, as in bdwgc (prefer the GC_set_* calls).     */
+
+GC_API GC_word GC_gc_no;            /* number of collections so far          */
+GC_API int GC_all_interior_pointers;/* 1 (default): interior pointers retain;
+                                       read by GC_init, set it before        */
+GC_API int GC_no_dls;               /* 1: do not scan shared objects' data   */
+GC_API int GC_dont_gc;              /* >0: collection disabled (GC_disable)  */
+GC_API GC_word GC_free_space_divisor;  /* heap growth policy, default 3     */
+GC_API GC_word GC_max_retries;      /* collections tried before OOM          */
+GC_API int GC_dont_expand;          /* 1: never grow the heap past its size   */
+GC_API int GC_dont_precollect;      /* accepted; lfgc never pre-collects     */
+GC_API int GC_java_finalization;    /* accepted for compatibility            */
+GC_API int GC_finalize_on_demand;   /* accepted for compatibility            */
+GC_API int GC_find_leak;            /* accepted; leak mode is not supported  */
+GC_API int GC_full_freq;            /* accepted; every collection is full    */
+GC_API int GC_use_entire_heap;      /* accepted for compatibility            */
+GC_API int GC_quiet;                /* accepted for compatibility            */
+GC_API unsigned long GC_time_limit; /* accepted; lfgc is not incremental     */
+GC_API GC_word GC_non_gc_bytes;     /* bytes the client counts as not GC'd   */
+/* Bounds of every address the collector may treat as a heap pointer. */
+GC_API void *GC_least_plausible_heap_addr;
+GC_API void *GC_greatest_plausible_heap_addr;
+
+typedef void *(*GC_oom_func)(size_t bytes_requested);
+GC_API GC_oom_func GC_oom_fn;
+
+/* ------------------------------------------------------------------ */
+/* Initialisation                                                      */
+
+/* Initialise the collector.  lfgc also initialises itself when the library
+ * is loaded, so calling this is optional; it is idempotent. */
+GC_API void GC_init(void);
+#define GC_INIT() GC_init()
+/* Nonzero once GC_init (or the load-time initialisation) has run. */
+GC_API int GC_is_init_called(void);
+/* The version as (major << 16) | (minor << 8) | micro. */
+GC_API unsigned GC_get_version(void);
+
+/* ------------------------------------------------------------------ */
+/* Allocation.  Every call returns NULL after calling the OOM function
+ * (whose result it returns) when the request cannot be met, including
+ * sizes no size class can hold.                                        */
+
+/* Zeroed, collectable object that may hold pointers. */
+GC_API void *GC_malloc(size_t size) __attribute__((malloc, alloc_size(1)));
+/* Collectable object that never holds pointers: it is never scanned and
+ * its contents are not cleared. */
+GC_API void *GC_malloc_atomic(size_t size) __attribute__((malloc, alloc_size(1)));
+/* Zeroed object that is scanned but never collected; GC_free releases it. */
+GC_API void *GC_malloc_uncollectable(size_t size) __attribute__((malloc, alloc_size(1)));
+/* Uncollectable and never scanned. */
+GC_API void *GC_malloc_atomic_uncollectable(size_t size) __attribute__((malloc, alloc_size(1)));
+/* As GC_malloc / GC_malloc_atomic: lfgc recognises every interior pointer,
+ * so the caller's promise to keep a pointer near the start is not needed. */
+GC_API void *GC_malloc_ignore_off_page(size_t size) __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_malloc_atomic_ignore_off_page(size_t size) __attribute__((malloc, alloc_size(1)));
+/* Object aligned to `align` (a power of two); any size class whose size is
+ * a multiple of `align` gives that alignment for free. */
+GC_API void *GC_memalign(size_t align, size_t size) __attribute__((malloc));
+/* POSIX form: EINVAL for a bad alignment, ENOMEM when out of memory. */
+GC_API int GC_posix_memalign(void **result, size_t align, size_t size);
+/* Collectable pointer-free copies of a string. */
+GC_API char *GC_strdup(const char *s) __attribute__((malloc));
+GC_API char *GC_strndup(const char *s, size_t n) __attribute__((malloc));
+/* Resize: same kind as the old object; realloc(NULL, n) allocates,
+ * realloc(p, 0) frees and returns NULL. */
+GC_API void *GC_realloc(void *p, size_t size) __attribute__((alloc_size(2)));
+/* Explicitly free an object.  NULL is ignored.  A pointer lfgc did not
+ * allocate, an interior pointer or an object already freed is reported
+ * through the warn proc and otherwise ignored. */
+GC_API void GC_free(void *p);
+
+/* ------------------------------------------------------------------ */
+/* Object queries                                                      */
+
+/* Start of the heap object p points into, or NULL if p is not inside one. */
+GC_API void *GC_base(void *p);
+/* Usable size in bytes of the object whose base is p (0 if p is not the
+ * base of a heap object). */
+GC_API size_t GC_size(const void *p);
+/* Nonzero when p points into the collector's heap. */
+GC_API int GC_is_heap_ptr(const void *p);
+
+/* ------------------------------------------------------------------ */
+/* Collection control                                                  */
+
+/* Full collection now (unless collection is disabled). */
+GC_API void GC_gcollect(void);
+/* Full collection, then return every wholly free page to the OS. */
+GC_API void GC_gcollect_and_unmap(void);
+/* lfgc does no incremental work: returns 0 (nothing left to do). */
+GC_API int GC_collect_a_little(void);
+/* Nesting counter: GC_disable() increments, GC_enable() decrements;
+ * collections happen only at zero. */
+GC_API void GC_disable(void);
+GC_API void GC_enable(void);
+GC_API int GC_is_disabled(void);
+/* Accepted for compatibility; lfgc's collections are always full and
+ * stop the world (the pause is short: see docs/performance.md). */
+GC_API void GC_enable_incremental(void);
+GC_API int GC_is_incremental_mode(void);
+GC_API void GC_set_time_limit(unsigned long ms);
+GC_API unsigned long GC_get_time_limit(void);
+
+/* Heap growth: a collection happens once the bytes allocated since the
+ * last one exceed (live pointerful bytes * 2 + live atomic bytes / 4 +
+ * roots) / divisor; a larger divisor collects more often, with less heap. */
+GC_API void GC_set_free_space_divisor(GC_word divisor);
+GC_API GC_word GC_get_free_space_divisor(void);
+/* Upper bound on the heap size (0: none).  Past it allocation collects,
+ * then fails through the OOM function. */
+GC_API void GC_set_max_heap_size(GC_word bytes);
+/* Grow the heap by at least `bytes` now.  Returns nonzero on success. */
+GC_API int GC_expand_hp(size_t bytes);
+GC_API void GC_set_dont_expand(int);
+GC_API int GC_get_dont_expand(void);
+GC_API void GC_set_max_retries(GC_word);
+GC_API GC_word GC_get_max_retries(void);
+
+/* ------------------------------------------------------------------ */
+/* Statistics                                                          */
+
+/* Bytes of heap mapped for objects (free and in use). */
+GC_API size_t GC_get_heap_size(void);
+/* Heap bytes not in use by live or newly allocated objects. */
+GC_API size_t GC_get_free_bytes(void);
+/* Heap bytes returned to the OS and not yet reused. */
+GC_API size_t GC_get_unmapped_bytes(void);
+/* Bytes allocated since the last collection. */
+GC_API size_t GC_get_bytes_since_gc(void);
+/* Bytes allocated since start-up. */
+GC_API size_t GC_get_total_bytes(void);
+/* Number of collections so far. */
+GC_API GC_word GC_get_gc_no(void);
+/* All five figures at once, consistently. */
+GC_API void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
+                                   GC_word *unmapped_bytes,
+                                   GC_word *bytes_since_gc,
+                                   GC_word *total_bytes);
+/* Print the heap's state (regions, spans, live bytes) on stderr. */
+GC_API void GC_dump(void);
+
+/* Collection events, as in bdwgc: the callback runs with the allocation
+ * lock held and must not allocate. */
+typedef enum {
+    GC_EVENT_START,
+    GC_EVENT_MARK_START,
+    GC_EVENT_MARK_END,
+    GC_EVENT_RECLAIM_START,
+    GC_EVENT_RECLAIM_END,
+    GC_EVENT_END,
+    GC_EVENT_PRE_STOP_WORLD,
+    GC_EVENT_POST_STOP_WORLD,
+    GC_EVENT_PRE_START_WORLD,
+    GC_EVENT_POST_START_WORLD,
+    GC_EVENT_THREAD_SUSPENDED,
+    GC_EVENT_THREAD_UNSUSPENDED
+} GC_EventType;
+typedef void (*GC_on_collection_event_proc)(GC_EventType);
+GC_API void GC_set_on_collection_event(GC_on_collection_event_proc);
+GC_API GC_on_collection_event_proc GC_get_on_collection_event(void);
+/* Called at the start of every collection, lock held, must not allocate. */
+typedef void (*GC_start_callback_proc)(void);
+GC_API void GC_set_start_callback(GC_start_callback_proc);
+GC_API GC_start_callback_proc GC_get_start_callback(void);
+
+/* ------------------------------------------------------------------ */
+/* Out of memory and warnings                                          */
+
+/* Called, without the lock, when a request cannot be met; its result is
+ * returned to the caller of the allocation (the default returns NULL). */
+GC_API void GC_set_oom_fn(GC_oom_func);
+GC_API GC_oom_func GC_get_oom_fn(void);
+/* msg is a printf format with one conversion, for arg. */
+typedef void (*GC_warn_proc)(char *msg, GC_word arg);
+GC_API void GC_set_warn_proc(GC_warn_proc);
+GC_API GC_warn_proc GC_get_warn_proc(void);
+/* Warn procs that print (the default) or drop messages. */
+GC_API void GC_default_warn_proc(char *msg, GC_word arg);
+GC_API void GC_ignore_warn_proc(char *msg, GC_word arg);
+
+/* ------------------------------------------------------------------ */
+/* Roots                                                               */
+
+/* Scan [low, high) as a root at every collection. */
+GC_API void GC_add_roots(void *low, void *high);
+/* Stop scanning the roots added with GC_add_roots that lie in [low, high). */
+GC_API void GC_remove_roots(void *low, void *high);
+/* Forget every root added with GC_add_roots. */
+GC_API void GC_clear_roots(void);
+/* Never scan [low, high) even where it lies in a data segment. */
+GC_API void GC_exclude_static_roots(void *low, void *high);
+GC_API void GC_set_no_dls(int);
+GC_API int GC_get_no_dls(void);
+
+/* Interior pointers: lfgc always recognises them (low-fat bases cost
+ * nothing); with the setting on (the default) each object also gets one
+ * extra byte so that a pointer just past its end keeps it, not its
+ * neighbour.  Set before GC_init. */
+GC_API void GC_set_all_interior_pointers(int);
+GC_API int GC_get_all_interior_pointers(void);
+/* Accepted: every displacement is already recognised. */
+GC_API void GC_register_displacement(size_t offset);
+
+/* Run fn(client_data) with the allocation lock held. */
+typedef void *(*GC_fn_type)(void *client_data);
+GC_API void *GC_call_with_alloc_lock(GC_fn_type fn, void *client_data);
+
+/* Hidden pointers: stored so that the collector does not see them. */
+typedef GC_word GC_hidden_pointer;
+#define GC_HIDE_POINTER(p)   (~(GC_hidden_pointer)(p))
+#define GC_REVEAL_POINTER(p) ((void *)GC_HIDE_POINTER(p))
+#define HIDE_POINTER(p)   GC_HIDE_POINTER(p)
+#define REVEAL_POINTER(p) GC_REVEAL_POINTER(p)
+
+/* ------------------------------------------------------------------ */
+/* bdwgc's upper-case macros.  GC_DEBUG selects the same calls: lfgc has
+ * no separate debugging allocator.                                     */
+
+#define GC_MALLOC(sz)                   GC_malloc(sz)
+#define GC_MALLOC_ATOMIC(sz)            GC_malloc_atomic(sz)
+#define GC_MALLOC_UNCOLLECTABLE(sz)     GC_malloc_uncollectable(sz)
+#define GC_MALLOC_ATOMIC_UNCOLLECTABLE(sz) GC_malloc_atomic_uncollectable(sz)
+#define GC_MALLOC_IGNORE_OFF_PAGE(sz)   GC_malloc_ignore_off_page(sz)
+#define GC_MALLOC_ATOMIC_IGNORE_OFF_PAGE(sz) GC_malloc_atomic_ignore_off_page(sz)
+#define GC_REALLOC(p, sz)               GC_realloc(p, sz)
+#define GC_FREE(p)                      GC_free(p)
+#define GC_STRDUP(s)                    GC_strdup(s)
+#define GC_STRNDUP(s, n)                GC_strndup(s, n)
+#define GC_MEMALIGN(a, sz)              GC_memalign(a, sz)
+#define GC_POSIX_MEMALIGN(p, a, sz)     GC_posix_memalign(p, a, sz)
+#define GC_NEW(t)                       ((t *)GC_MALLOC(sizeof(t)))
+#define GC_NEW_ATOMIC(t)                ((t *)GC_MALLOC_ATOMIC(sizeof(t)))
+#define GC_NEW_UNCOLLECTABLE(t)         ((t *)GC_MALLOC_UNCOLLECTABLE(sizeof(t)))
+#define GC_REGISTER_DISPLACEMENT(n)     GC_register_displacement(n)
+#define GC_EXTRAS                       __FILE__, __LINE__
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LFGC_GC_H */

@@ -1,0 +1,48 @@
+/* lfgc.h: lfgc's own extensions, beyond bdwgc's interface.
+ *
+ * Include after (or instead of) gc.h; both can be used together.
+ */
+#ifndef LFGC_H
+#define LFGC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gc.h"
+#include "lowfat.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Figures of the collector since start-up; times in nanoseconds. */
+struct lfgc_stats {
+    uint64_t collections;       /* completed collections                    */
+    uint64_t heap_bytes;        /* as GC_get_heap_size()                    */
+    uint64_t live_bytes;        /* bytes found live by the last collection  */
+    uint64_t reclaimed_bytes;   /* bytes found dead by the last collection  */
+    uint64_t total_allocated;   /* as GC_get_total_bytes()                  */
+    uint64_t last_pause_ns;     /* world-stopped time of the last collection */
+    uint64_t max_pause_ns;      /* longest world-stopped time               */
+    uint64_t total_pause_ns;    /* sum of all world-stopped times           */
+    uint64_t mark_stack_overflows; /* times the mark stack overflowed      */
+};
+
+/* Copy the current figures into *out. */
+extern void lfgc_get_stats(struct lfgc_stats *out);
+
+/* Copy the world-stopped times of the most recent collections (up to
+ * `max`, oldest first, at most the last 4096) into ns[]; returns how many
+ * were copied.  For percentiles in benchmarks. */
+extern size_t lfgc_get_pauses(uint64_t *ns, size_t max);
+
+/* Nonzero when p points into an object that is allocated and that the last
+ * collection did not find dead; zero for free slots, reclaimed objects and
+ * addresses outside the heap.  For tests and debugging: the answer for an
+ * object the program can no longer reach is only meaningful right after a
+ * collection. */
+extern int lfgc_is_live(const void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LFGC_H */

@@ -1,0 +1,105 @@
+/* lowfat.h: the low-fat pointer API of lfgc.
+ *
+ * The address space is cut into regions of 2^LOWFAT_REGION_SHIFT bytes.
+ * Region LOWFAT_FIRST_REGION + c holds only objects of size class c, each
+ * aligned to (a multiple of) its size, so the size and the base of any
+ * object follow from any pointer into it with a shift, two table loads and
+ * a multiplication: no header, no search, no division, no call.
+ *
+ * Every function here takes a user-space address (below 2^47), as every
+ * pointer on x86_64 Linux is.  For an arbitrary 64-bit word, test it with
+ * lowfat_is_ptr() first.
+ */
+#ifndef LOWFAT_H
+#define LOWFAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "lfgc_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOWFAT_REGION_SIZE   ((uint64_t)1 << LOWFAT_REGION_SHIFT)
+/* Number of size classes in the paper's configuration (Appendix A). */
+#define LOWFAT_NUM_CLASSES   61
+/* One table entry per region index a user-space address can have. */
+#define LOWFAT_TABLE_SIZE    ((size_t)1 << (47 - LOWFAT_REGION_SHIFT))
+/* [LOWFAT_HEAP_START, LOWFAT_HEAP_END): the low-fat regions. */
+#define LOWFAT_HEAP_START    ((uint64_t)LOWFAT_FIRST_REGION << LOWFAT_REGION_SHIFT)
+#define LOWFAT_HEAP_END \
+    ((uint64_t)(LOWFAT_FIRST_REGION + LOWFAT_NUM_CLASSES) << LOWFAT_REGION_SHIFT)
+
+/* lowfat_sizes[i]: object size of region i, SIZE_MAX for a non-fat region.
+ * lowfat_magics[i]: 2^64 / size (+1 unless size is a power of two, where the
+ * quotient is exact), 0 for a non-fat region, so that lowfat_base() of a
+ * non-fat pointer is NULL without a range check.
+ * lowfat_heap_top[i]: end of the part of region i the heap has used so far
+ * (0 outside the heap); grows, never shrinks. */
+extern const uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE];
+extern const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE];
+extern uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
+
+/* Region index of p: one shift. */
+static inline size_t lowfat_index(const void *p)
+{
+    return (uintptr_t)p >> LOWFAT_REGION_SHIFT;
+}
+
+/* Allocation size (slot size, padding included) of the object p points
+ * into; SIZE_MAX when p is not a low-fat pointer. */
+static inline size_t lowfat_size(const void *p)
+{
+    return lowfat_sizes[lowfat_index(p)];
+}
+
+/* Quotient p / size by fixed-point reciprocal: the slot number of p within
+ * the whole address space.  Exact for every slot the allocator hands out
+ * (lfgc checks the bound of each region at start-up). */
+static inline uint64_t lowfat_slot_number(const void *p)
+{
+    unsigned __int128 t = (unsigned __int128)(uintptr_t)p *
+                          lowfat_magics[lowfat_index(p)];
+    return (uint64_t)(t >> 64);
+}
+
+/* Base address of the object p points into (p may be interior); NULL when
+ * p is not a low-fat pointer. */
+static inline void *lowfat_base(const void *p)
+{
+    size_t i = lowfat_index(p);
+    unsigned __int128 t = (unsigned __int128)(uintptr_t)p * lowfat_magics[i];
+    return (void *)((uint64_t)(t >> 64) * lowfat_sizes[i]);
+}
+
+/* Distance of p from the base of its object (p itself when p is not
+ * low-fat, whose base is NULL). */
+static inline size_t lowfat_offset(const void *p)
+{
+    return (uintptr_t)p - (uintptr_t)lowfat_base(p);
+}
+
+/* Bytes from p to the end of its object's slot. */
+static inline size_t lowfat_usable_size(const void *p)
+{
+    return lowfat_size(p) - lowfat_offset(p);
+}
+
+/* Is p inside the low-fat regions?  One subtraction and one compare; any
+ * 64-bit word may be tested. */
+static inline int lowfat_is_ptr(const void *p)
+{
+    return (uintptr_t)p - LOWFAT_HEAP_START < LOWFAT_HEAP_END - LOWFAT_HEAP_START;
+}
+
+/* Is p inside the part of the low-fat regions the heap has used? */
+static inline int lowfat_is_heap_ptr(const void *p)
+{
+    return lowfat_is_ptr(p) && (uintptr_t)p < lowfat_heap_top[lowfat_index(p)];
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LOWFAT_H */
