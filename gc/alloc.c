@@ -60,25 +60,43 @@ static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
     memset(chunk_map + first, kind + 1, r->span_chunks);
 }
 
-/* A span for (class, kind): from the region's pool, else the frontier.
- * NULL when the region is full or the heap limit would be passed. */
-static struct span *span_new(unsigned c, unsigned kind)
+static void span_take(struct region *r, struct span *s, unsigned kind)
+{
+    s->next = NULL;
+    s->kind = (uint8_t)kind;
+    s->state = SPAN_SWEPT;
+    span_set_kind(r, span_chunk_index(r, s), kind);
+}
+
+/* A pooled span whose memory is still mapped: reusing it does not grow
+ * the heap, so it needs no collection first.  NULL if there is none. */
+static struct span *span_reuse(unsigned c, unsigned kind)
+{
+    struct region *r = &regions[c];
+    struct span *s = r->pool;
+    if (!s)
+        return NULL;
+    r->pool = s->next;
+    span_take(r, s, kind);
+    return s;
+}
+
+/* A span that grows the heap: a released pooled span, else one from the
+ * frontier.  NULL when the region is full or the heap limit would be
+ * passed. */
+static struct span *span_grow(unsigned c, unsigned kind)
 {
     struct region *r = &regions[c];
     if (!r->reserved || !region_map_metadata(r))
         return NULL;
     uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
-    struct span *s = r->pool;
-    bool grows = !s || s->released;
-    if (grows && hs.max_heap && hs.heap_bytes + bytes > hs.max_heap)
+    if (hs.max_heap && hs.heap_bytes + bytes > hs.max_heap)
         return NULL;
+    struct span *s = r->released;
     if (s) {
-        r->pool = s->next;
-        if (s->released) {
-            hs.released_bytes -= bytes;
-            hs.heap_bytes += bytes;
-            s->released = 0;
-        }
+        r->released = s->next;
+        hs.released_bytes -= bytes;
+        s->released = 0;
     } else {
         if (r->next_chunk + r->span_chunks > r->max_chunks)
             return NULL;
@@ -92,12 +110,9 @@ static struct span *span_new(unsigned c, unsigned kind)
         size_t idx = lowfat_index((void *)r->start);
         if (top > lowfat_heap_top[idx])
             __atomic_store_n(&lowfat_heap_top[idx], top, __ATOMIC_RELEASE);
-        hs.heap_bytes += bytes;
     }
-    s->next = NULL;
-    s->kind = (uint8_t)kind;
-    s->state = SPAN_SWEPT;
-    span_set_kind(r, span_chunk_index(r, s), kind);
+    hs.heap_bytes += bytes;
+    span_take(r, s, kind);
     return s;
 }
 
@@ -121,6 +136,9 @@ void span_free(struct region *r, struct span *s)
         uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
         hs.heap_bytes -= bytes;
         hs.released_bytes += bytes;
+        s->next = r->released;
+        r->released = s;
+        return;
     }
     s->next = r->pool;
     r->pool = s;
@@ -130,11 +148,14 @@ void release_idle_spans(bool all)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &regions[c];
-        if (r->large)
-            continue;
-        for (struct span *s = r->pool; s; s = s->next) {
-            if (s->released || (!all && GC_gc_no - s->free_since < 2))
+        struct span **link = &r->pool;
+        while (*link) {
+            struct span *s = *link;
+            if (!all && GC_gc_no - s->free_since < 2) {
+                link = &s->next;
                 continue;
+            }
+            *link = s->next;
             uint64_t lo, hi;
             span_memory(r, span_chunk_index(r, s), &lo, &hi);
             if (hi > lo)
@@ -142,8 +163,11 @@ void release_idle_spans(bool all)
             s->released = 1;
             /* Pages shared with the neighbouring spans kept their data. */
             s->dirty = 1;
-            hs.heap_bytes -= CHUNK_SIZE;
-            hs.released_bytes += CHUNK_SIZE;
+            uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
+            hs.heap_bytes -= bytes;
+            hs.released_bytes += bytes;
+            s->next = r->released;
+            r->released = s;
         }
     }
 }
@@ -176,6 +200,20 @@ static unsigned max_retries(void)
     return GC_max_retries ? (unsigned)GC_max_retries : 1;
 }
 
+/* The heap must grow by one span of r.  Within the expanded size that is
+ * free; past it, collect if the policy says enough was allocated, else
+ * expand by a step (as bdwgc does). */
+static bool must_collect_before_growing(struct region *r, unsigned collections)
+{
+    uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
+    if (hs.heap_bytes + bytes <= hs.heap_target)
+        return false;
+    if (collections == 0 && should_collect())
+        return true;
+    heap_expand_step(bytes);
+    return false;
+}
+
 /* A list of free slots of (class, kind), lock held.  Collects or grows
  * the heap as the policy says; NULL when out of memory. */
 static void *take_batch(unsigned c, unsigned kind, size_t *count)
@@ -198,12 +236,15 @@ static void *take_batch(unsigned c, unsigned kind, size_t *count)
             if (list)
                 return list;
         }
-        if (collections == 0 && should_collect()) {
+        struct span *s = span_reuse(c, kind);
+        if (s)
+            return span_fresh_list(r, s, count);
+        if (must_collect_before_growing(r, collections)) {
             collect("allocation");
             collections++;
             continue;
         }
-        struct span *s = span_new(c, kind);
+        s = span_grow(c, kind);
         if (s)
             return span_fresh_list(r, s, count);
         if (collections < max_retries() && !GC_dont_gc) {
@@ -221,11 +262,15 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
     unsigned collections = 0;
     struct span *s;
     for (;;) {
-        if (collections == 0 && should_collect()) {
+        s = span_reuse(c, kind);
+        if (s)
+            break;
+        if (must_collect_before_growing(r, collections)) {
             collect("allocation");
             collections++;
+            continue;
         }
-        s = span_new(c, kind);
+        s = span_grow(c, kind);
         if (s)
             break;
         if (collections >= max_retries() || GC_dont_gc)
@@ -588,6 +633,9 @@ LFGC_EXPORT int lfgc_is_live(const void *p)
 
 bool heap_expand(size_t bytes)
 {
-    hs.initial_heap = (hs.heap_bytes > hs.initial_heap ? hs.heap_bytes : hs.initial_heap) + bytes;
+    uint64_t base = hs.heap_bytes > hs.heap_target ? hs.heap_bytes : hs.heap_target;
+    if (hs.max_heap && base + bytes > hs.max_heap)
+        return false;
+    hs.heap_target = base + bytes;
     return true;
 }

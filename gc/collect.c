@@ -23,6 +23,9 @@ static bool collecting;
 
 /* Below this, a collection would cost more than the memory it saves. */
 #define MIN_BYTES_ALLOCD ((uint64_t)256 << 10)
+/* Bounds of one expansion step of the heap. */
+#define MIN_EXPANSION ((uint64_t)256 << 10)
+#define MAX_EXPANSION ((uint64_t)16 << 20)
 
 uint64_t now_ns(void)
 {
@@ -56,7 +59,7 @@ size_t env_size(const char *name, size_t dflt, bool *found)
 static void read_environment(void)
 {
     bool found;
-    hs.initial_heap = env_size("GC_INITIAL_HEAP_SIZE", 0, &found);
+    hs.heap_target = env_size("GC_INITIAL_HEAP_SIZE", MIN_EXPANSION, &found);
     size_t max = env_size("GC_MAXIMUM_HEAP_SIZE", 0, &found);
     if (found)
         hs.max_heap = max;
@@ -97,16 +100,35 @@ bool should_collect(void)
 {
     if (GC_dont_gc || collecting)
         return false;
-    if (hs.heap_bytes < hs.initial_heap)
-        return false;
     uint64_t allocd = hs.allocd_since_gc > hs.freed_since_gc
                           ? hs.allocd_since_gc - hs.freed_since_gc : 0;
-    uint64_t scan = 2 * hs.live_ptrful + hs.live_ptrfree / 4 + roots_size();
+    /* Stacks count twice, as in bdwgc: they are expensive to scan. */
+    uint64_t scan = 2 * hs.live_ptrful + hs.live_ptrfree / 4 + roots_size() +
+                    stacks_size();
     uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
     uint64_t threshold = scan / divisor;
     if (threshold < MIN_BYTES_ALLOCD)
         threshold = MIN_BYTES_ALLOCD;
     return allocd >= threshold;
+}
+
+/* Grow the expanded size by heap / divisor (at least `need`), so that the
+ * next collections come after proportionally more allocation. */
+void heap_expand_step(uint64_t need)
+{
+    uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
+    uint64_t step = hs.heap_bytes / divisor;
+    if (step < MIN_EXPANSION)
+        step = MIN_EXPANSION;
+    if (step > MAX_EXPANSION)
+        step = MAX_EXPANSION;
+    if (step < need)
+        step = need;
+    uint64_t target = hs.heap_bytes + step;
+    if (hs.max_heap && target > hs.max_heap)
+        target = hs.max_heap;
+    if (target > hs.heap_target)
+        hs.heap_target = target;
 }
 
 /* A full collection.  Lock held.  Every step runs with the world

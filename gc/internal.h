@@ -25,6 +25,11 @@
 #include "lfgc.h"
 #include "lowfat.h"
 
+/* Everything declared from here on is private to the library: without
+ * this, -fvisibility=hidden leaves extern declarations going through the
+ * GOT. */
+#pragma GCC visibility push(hidden)
+
 #define LFGC_EXPORT __attribute__((visibility("default")))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -97,7 +102,8 @@ struct region {
     uint64_t *mark_bits;    /* one bit per slot, index q - q0               */
     uint64_t *alloc_bits;   /* uncollectable kinds: one bit per allocated slot */
     struct span *spans;     /* one entry per chunk; a span uses its first   */
-    struct span *pool;      /* spans back from use, reusable by any kind    */
+    struct span *pool;      /* spans back from use, memory still mapped     */
+    struct span *released;  /* spans back from use, pages given back        */
     uint64_t next_chunk;    /* chunks handed out so far (the frontier)      */
     uint64_t max_chunks;
     uint32_t span_chunks;   /* chunks per span                              */
@@ -204,6 +210,7 @@ void threads_init(void);
 struct thread_cache *thread_cache_create(void);
 void thread_caches_clear(void);
 void stacks_mark(void);
+size_t stacks_size(void);       /* bytes of stack seen by the last scan */
 static inline void lock(void) { pthread_mutex_lock(&gc_lock); }
 static inline void unlock(void) { pthread_mutex_unlock(&gc_lock); }
 
@@ -220,7 +227,10 @@ struct gc_heap_stats {
     uint64_t total_allocd;
     uint64_t freed_since_gc;    /* explicitly freed since then              */
     uint64_t reclaimed_last;
-    uint64_t initial_heap;      /* GC_INITIAL_HEAP_SIZE / GC_expand_hp floor */
+    uint64_t heap_target;       /* the heap's expanded size: spans up to it
+                                   are taken without a collection (bdwgc's
+                                   GC_heapsize); GC_INITIAL_HEAP_SIZE and
+                                   GC_expand_hp raise it                  */
     uint64_t max_heap;          /* 0: unlimited                             */
     uint64_t mark_overflows;
 };
@@ -230,6 +240,7 @@ extern bool gc_initialized;
 
 void ensure_init(void);
 bool should_collect(void);
+void heap_expand_step(uint64_t need);
 void collect(const char *why);
 void stats_record_pause(uint64_t ns);
 void stats_print_collection(uint64_t pause_ns);
@@ -237,4 +248,5 @@ void event(GC_EventType e);
 uint64_t now_ns(void);
 size_t env_size(const char *name, size_t dflt, bool *found);
 
+#pragma GCC visibility pop
 #endif /* LFGC_INTERNAL_H */

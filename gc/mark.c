@@ -21,10 +21,10 @@ struct mark_entry {
  * object does not keep the stack from draining. */
 #define MARK_SLICE 4096u
 
-static struct mark_entry *stack;
-static size_t stack_cap;
-static size_t stack_top;
-static size_t stack_limit;          /* entries the stack may grow to */
+static struct mark_entry *stack;      /* entries [stack, stack_top) */
+static struct mark_entry *stack_top;
+static struct mark_entry *stack_end;
+static size_t stack_limit;            /* entries the stack may grow to */
 static bool overflowed;
 
 void mark_init(void)
@@ -33,86 +33,122 @@ void mark_init(void)
     stack_limit = env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
     if (stack_limit < 16)
         stack_limit = 16;
-    stack_cap = stack_limit < 65536 ? stack_limit : 65536;
-    stack = mmap(NULL, stack_cap * sizeof *stack, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (stack == MAP_FAILED) {
-        stack = NULL;
-        stack_cap = 0;
-    }
+    size_t cap = stack_limit < 65536 ? stack_limit : 65536;
+    void *p = mmap(NULL, cap * sizeof *stack, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        cap = 0, p = NULL;
+    stack = stack_top = p;
+    stack_end = stack + cap;
 }
 
 static bool stack_grow(void)
 {
-    if (stack_cap >= stack_limit)
+    size_t cap = (size_t)(stack_end - stack);
+    if (cap >= stack_limit)
         return false;
-    size_t cap = stack_cap * 2 > stack_limit ? stack_limit : stack_cap * 2;
-    void *p = stack ? mremap(stack, stack_cap * sizeof *stack, cap * sizeof *stack,
+    size_t used = (size_t)(stack_top - stack);
+    size_t ncap = cap ? cap * 2 : 1024;
+    if (ncap > stack_limit)
+        ncap = stack_limit;
+    void *p = stack ? mremap(stack, cap * sizeof *stack, ncap * sizeof *stack,
                              MREMAP_MAYMOVE)
-                    : mmap(NULL, cap * sizeof *stack, PROT_READ | PROT_WRITE,
+                    : mmap(NULL, ncap * sizeof *stack, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return false;
     stack = p;
-    stack_cap = cap;
+    stack_top = stack + used;
+    stack_end = stack + ncap;
     return true;
 }
 
-static inline void push(uintptr_t lo, uintptr_t hi)
+/* The stack is full: grow it, or drop the entry and remember to recover. */
+static struct mark_entry *__attribute__((noinline))
+push_slow(struct mark_entry *top, uintptr_t lo, uintptr_t hi)
 {
-    if (unlikely(stack_top == stack_cap) && !stack_grow()) {
+    stack_top = top;
+    if (!stack_grow()) {
         if (!overflowed)
             hs.mark_overflows++;
         overflowed = true;           /* marked, not scanned: recovered later */
-        return;
+        return top;
     }
-    stack[stack_top].lo = lo;
-    stack[stack_top].hi = hi;
-    stack_top++;
+    top = stack_top;
+    top->lo = lo;
+    top->hi = hi;
+    return top + 1;
 }
 
-/* The heart of the collector: one candidate word. */
-static inline void mark_word(uintptr_t w)
+/* The heart of the collector: one candidate word.  Returns the new top of
+ * the mark stack, which the callers keep in a register. */
+static inline struct mark_entry *mark_word(uintptr_t w, struct mark_entry *top)
 {
     uint64_t c = (w >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
     if (c >= NUM_CLASSES)
-        return;
+        return top;
     const struct region *r = &regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)w * r->magic) >> 64);
     uint64_t base = q * r->size;
     unsigned k = chunk_map[base >> CHUNK_SHIFT];
     if (!k)
-        return;                      /* no span in use owns that slot */
+        return top;                  /* no span in use owns that slot */
     uint64_t bit = q - r->q0;
     uint64_t *word = &r->mark_bits[bit >> 6];
     uint64_t mask = 1ull << (bit & 63);
     if (*word & mask)
-        return;
+        return top;
     *word |= mask;
     if (kinds[k - 1].ptrfree)
-        return;
+        return top;
     uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes
                             : r->size;
-    __builtin_prefetch((void *)base);
-    push(base, base + len);
+    if (unlikely(top == stack_end))
+        return push_slow(top, base, base + len);
+    top->lo = base;
+    top->hi = base + len;
+    return top + 1;
 }
 
-static inline void scan_words(uintptr_t lo, uintptr_t hi)
+static inline struct mark_entry *scan_words(uintptr_t lo, uintptr_t hi,
+                                            struct mark_entry *top)
 {
     for (const uintptr_t *p = (const uintptr_t *)lo; (uintptr_t)(p + 1) <= hi; p++)
-        mark_word(*p);
+        top = mark_word(*p, top);
+    return top;
 }
+
+/* Objects leave the stack through a small FIFO: each is prefetched when it
+ * enters and scanned PREFETCH_DEPTH objects later, by when its cache line
+ * has arrived.  Marking is pointer chasing; this hides most of the misses. */
+#define PREFETCH_DEPTH 8
 
 void mark_drain(void)
 {
-    while (stack_top) {
-        struct mark_entry e = stack[--stack_top];
-        if (e.hi - e.lo > MARK_SLICE) {
-            push(e.lo + MARK_SLICE, e.hi);
-            e.hi = e.lo + MARK_SLICE;
+    struct mark_entry ring[PREFETCH_DEPTH];
+    unsigned head = 0, count = 0;
+    struct mark_entry *top = stack_top;
+    for (;;) {
+        while (count < PREFETCH_DEPTH && top > stack) {
+            struct mark_entry e = *--top;
+            if (e.hi - e.lo > MARK_SLICE) {
+                /* Scan a slice now and leave the rest on the stack. */
+                top->lo = e.lo + MARK_SLICE;
+                top++;
+                e.hi = e.lo + MARK_SLICE;
+            }
+            __builtin_prefetch((void *)e.lo);
+            ring[(head + count) % PREFETCH_DEPTH] = e;
+            count++;
         }
-        scan_words(e.lo, e.hi);
+        if (!count)
+            break;
+        struct mark_entry e = ring[head];
+        head = (head + 1) % PREFETCH_DEPTH;
+        count--;
+        top = scan_words(e.lo, e.hi, top);
     }
+    stack_top = top;
 }
 
 void mark_range(const void *lo, const void *hi)
@@ -122,7 +158,7 @@ void mark_range(const void *lo, const void *hi)
     /* Scan in slices and drain as we go, so that the stack stays small. */
     while (a < b) {
         uintptr_t end = b - a > 65536 ? a + 65536 : b;
-        scan_words(a, end);
+        stack_top = scan_words(a, end, stack_top);
         mark_drain();
         a = end;
     }
@@ -137,7 +173,7 @@ bool mark_is_set(const struct region *r, uint64_t q)
 void mark_clear_all(void)
 {
     overflowed = false;
-    stack_top = 0;
+    stack_top = stack;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &regions[c];
         if (!r->mapped || !r->next_chunk)
@@ -169,7 +205,7 @@ void uncollectables_push(void)
                 r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
                 if (!kinds[s->kind].ptrfree) {
                     uint64_t len = r->large ? s->obj_bytes : r->size;
-                    push(q * r->size, q * r->size + len);
+                    stack_top = scan_words(q * r->size, q * r->size + len, stack_top);
                 }
             }
             mark_drain();
@@ -198,7 +234,7 @@ void mark_recover_overflow(void)
                     if (!mark_is_set(r, q))
                         continue;
                     uint64_t len = r->large ? s->obj_bytes : r->size;
-                    scan_words(q * r->size, q * r->size + len);
+                    stack_top = scan_words(q * r->size, q * r->size + len, stack_top);
                     mark_drain();
                 }
             }

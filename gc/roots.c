@@ -122,11 +122,6 @@ size_t roots_size(void)
     return last_roots_bytes;
 }
 
-void roots_add_stack_bytes(size_t bytes)
-{
-    last_roots_bytes += bytes;
-}
-
 LFGC_EXPORT void GC_add_roots(void *low, void *high)
 {
     ensure_init();

@@ -73,7 +73,7 @@ static uint64_t in_use_bytes(void)
 
 LFGC_EXPORT size_t GC_get_heap_size(void)
 {
-    return hs.heap_bytes > hs.initial_heap ? hs.heap_bytes : hs.initial_heap;
+    return hs.heap_bytes > hs.heap_target ? hs.heap_bytes : hs.heap_target;
 }
 
 LFGC_EXPORT size_t GC_get_free_bytes(void)
@@ -170,6 +170,8 @@ LFGC_EXPORT void GC_dump(void)
             unswept += st == SPAN_UNSWEPT;
         }
         for (struct span *s = r->pool; s; s = s->next)
+            pooled++;
+        for (struct span *s = r->released; s; s = s->next)
             pooled++;
         fprintf(stderr, "  class %2u (%llu bytes) at %p: %llu spans in use "
                 "(%llu unswept), %llu pooled\n", c,

@@ -94,7 +94,12 @@ static uintptr_t current_stack_bottom(void)
     return (uintptr_t)addr + size;
 }
 
-void roots_add_stack_bytes(size_t bytes);
+static size_t last_stacks_bytes;
+
+size_t stacks_size(void)
+{
+    return last_stacks_bytes;
+}
 
 /* Scan from a local of this frame, which lies below the registers that
  * the caller saved, to the bottom of the stack. */
@@ -103,7 +108,7 @@ static void __attribute__((noinline)) scan_stack_from_here(uintptr_t bottom)
     volatile uintptr_t here = 0;
     uintptr_t top = (uintptr_t)&here;
     mark_range((void *)top, (void *)bottom);
-    roots_add_stack_bytes(bottom - top);
+    last_stacks_bytes = bottom - top;
 }
 
 /* Spill every callee-saved register into this frame, so that a pointer
