@@ -147,16 +147,17 @@ bool layout_init(void)
         r->span_chunks = r->large ? (uint32_t)(r->size >> CHUNK_SHIFT) : 1;
         r->max_chunks = (r->usable_end - r->start) >> CHUNK_SHIFT;
         /* A configuration where the reciprocal is wrong must fail loudly,
-         * never mark the wrong object: check the edges of the last slot. */
+         * never mark the wrong object: check the edges of the first and
+         * last slots.  Such a class is left out; the others still work. */
+        uint64_t first_base = r->q0 * r->size;
         uint64_t last_base = r->usable_end - r->size;
-        if (r->usable_end <= r->start ||
-            !precision_ok(r, r->start) || !precision_ok(r, last_base) ||
-            !precision_ok(r, r->usable_end - 1) ||
-            !precision_ok(r, last_base - 1)) {
+        if (r->usable_end <= first_base || last_base < first_base ||
+            !precision_ok(r, first_base) || !precision_ok(r, first_base + r->size - 1) ||
+            !precision_ok(r, last_base) || !precision_ok(r, r->usable_end - 1)) {
             fprintf(stderr, "lfgc: the reciprocal of size %llu is not exact in "
-                    "region %zu; this size configuration cannot be used.\n",
-                    (unsigned long long)r->size, idx);
-            return false;
+                    "region %zu; objects of that size class will not be "
+                    "allocated.\n", (unsigned long long)r->size, idx);
+            continue;
         }
         if (!reserve_region(c))
             return false;
