@@ -149,11 +149,11 @@ void collect(const char *why)
 
     event(GC_EVENT_MARK_START);
     mark_clear_all();
+    mark_begin();
     uncollectables_push();
     roots_mark();
     stacks_mark();
-    mark_drain();
-    mark_recover_overflow();
+    mark_finish();
     event(GC_EVENT_MARK_END);
 
     event(GC_EVENT_RECLAIM_START);

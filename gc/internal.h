@@ -185,6 +185,10 @@ void warn(const char *fmt, uintptr_t arg);
 /* Marking (mark.c) and sweeping (sweep.c)                             */
 
 void mark_init(void);
+void mark_begin(void);
+void mark_finish(void);
+void mark_after_fork(void);
+unsigned mark_markers(void);
 void mark_clear_all(void);
 void mark_range(const void *lo, const void *hi);   /* scan a root range    */
 void mark_drain(void);

@@ -1,15 +1,26 @@
-/* mark.c: the mark phase.
+/* mark.c: the mark phase, on one or several marker threads.
  *
  * Each candidate word costs one shift and one compare when it is not a
  * heap address.  Otherwise the reciprocal gives the slot number and the
  * base, the chunk map says whether a span in use owns that slot and what
  * kind it is, and the region's bitmap gets the bit.  Objects to scan go on
- * an explicit stack; when the stack cannot grow, entries are dropped and
- * the heap is rescanned for marked objects afterwards (overflow recovery).
+ * the marker's own stack; when the stack cannot grow, entries are dropped
+ * and the heap is rescanned for marked objects afterwards (overflow
+ * recovery).
+ *
+ * With several markers (GC_MARKERS, default: the number of cores) the
+ * collecting thread scans the roots while helper threads wait; a marker
+ * whose stack is deep while others are idle moves its oldest entries (the
+ * largest unexplored parts of the graph) to a shared list of packets.
+ * Mark bits are then set with an atomic OR, after a plain read that
+ * filters out the common already-marked case.  Marking ends when every
+ * marker is idle and no packet is left.
  */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -18,71 +29,101 @@ struct mark_entry {
 };
 
 /* Ranges longer than this are scanned a slice at a time, so that a huge
- * object does not keep the stack from draining. */
+ * object does not keep the stack from draining (and can be shared). */
 #define MARK_SLICE 4096u
+/* Objects leave a stack through a small FIFO: each is prefetched when it
+ * enters and scanned PREFETCH_DEPTH objects later, by when its cache line
+ * has arrived.  Marking is pointer chasing; this hides most misses. */
+#define PREFETCH_DEPTH 8
+#define MAX_MARKERS 16
+#define PACKET_ENTRIES 256
+/* A marker shares work once its stack is at least this deep. */
+#define SHARE_MIN 64
 
-static struct mark_entry *stack;      /* entries [stack, stack_top) */
-static struct mark_entry *stack_top;
-static struct mark_entry *stack_end;
-static size_t stack_limit;            /* entries the stack may grow to */
-static bool overflowed;
+struct marker {
+    struct mark_entry *stack;     /* entries [stack, top)                */
+    struct mark_entry *top;
+    struct mark_entry *end;
+    pthread_t thread;
+    unsigned id;
+};
 
-void mark_init(void)
+struct packet {
+    struct packet *next;
+    size_t n;
+    struct mark_entry e[PACKET_ENTRIES];
+};
+
+static struct marker markers[MAX_MARKERS];
+static unsigned num_markers = 1;        /* configured                    */
+static unsigned helpers_started;        /* helper threads running         */
+static size_t stack_limit;              /* entries a stack may grow to    */
+static atomic_bool overflowed;
+
+static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
+static struct packet *work_list;        /* shared work                     */
+static struct packet *spare_packets;
+static atomic_uint idle_markers;        /* markers waiting for work        */
+static unsigned active_markers;         /* markers taking part this cycle  */
+static unsigned helpers_busy;           /* helpers not yet back from a cycle */
+static uint64_t mark_cycle;             /* bumped to start the helpers     */
+static bool work_done;
+
+/* ------------------------------------------------------------------ */
+/* Stacks                                                              */
+
+static bool stack_init(struct marker *m, size_t cap)
 {
-    bool found;
-    stack_limit = env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
-    if (stack_limit < 16)
-        stack_limit = 16;
-    size_t cap = stack_limit < 65536 ? stack_limit : 65536;
-    void *p = mmap(NULL, cap * sizeof *stack, PROT_READ | PROT_WRITE,
+    void *p = mmap(NULL, cap * sizeof(struct mark_entry), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
-        cap = 0, p = NULL;
-    stack = stack_top = p;
-    stack_end = stack + cap;
+        return false;
+    m->stack = m->top = p;
+    m->end = m->stack + cap;
+    return true;
 }
 
-static bool stack_grow(void)
+static bool stack_grow(struct marker *m)
 {
-    size_t cap = (size_t)(stack_end - stack);
+    size_t cap = (size_t)(m->end - m->stack);
     if (cap >= stack_limit)
         return false;
-    size_t used = (size_t)(stack_top - stack);
-    size_t ncap = cap ? cap * 2 : 1024;
-    if (ncap > stack_limit)
-        ncap = stack_limit;
-    void *p = stack ? mremap(stack, cap * sizeof *stack, ncap * sizeof *stack,
-                             MREMAP_MAYMOVE)
-                    : mmap(NULL, ncap * sizeof *stack, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    size_t used = (size_t)(m->top - m->stack);
+    size_t ncap = cap * 2 > stack_limit ? stack_limit : cap * 2;
+    void *p = mremap(m->stack, cap * sizeof(struct mark_entry),
+                     ncap * sizeof(struct mark_entry), MREMAP_MAYMOVE);
     if (p == MAP_FAILED)
         return false;
-    stack = p;
-    stack_top = stack + used;
-    stack_end = stack + ncap;
+    m->stack = p;
+    m->top = m->stack + used;
+    m->end = m->stack + ncap;
     return true;
 }
 
 /* The stack is full: grow it, or drop the entry and remember to recover. */
 static struct mark_entry *__attribute__((noinline))
-push_slow(struct mark_entry *top, uintptr_t lo, uintptr_t hi)
+push_slow(struct marker *m, struct mark_entry *top, uintptr_t lo, uintptr_t hi)
 {
-    stack_top = top;
-    if (!stack_grow()) {
-        if (!overflowed)
-            hs.mark_overflows++;
-        overflowed = true;           /* marked, not scanned: recovered later */
-        return top;
+    m->top = top;
+    if (!stack_grow(m)) {
+        if (!atomic_exchange_explicit(&overflowed, true, memory_order_relaxed))
+            __atomic_fetch_add(&hs.mark_overflows, 1, __ATOMIC_RELAXED);
+        return top;                  /* marked, not scanned: recovered later */
     }
-    top = stack_top;
+    top = m->top;
     top->lo = lo;
     top->hi = hi;
     return top + 1;
 }
 
+/* ------------------------------------------------------------------ */
 /* The heart of the collector: one candidate word.  Returns the new top of
- * the mark stack, which the callers keep in a register. */
-static inline struct mark_entry *mark_word(uintptr_t w, struct mark_entry *top)
+ * the mark stack, which the callers keep in a register.  `atomic` is a
+ * constant at every call site: two specialised copies are compiled. */
+static inline __attribute__((always_inline)) struct mark_entry *
+mark_word(struct marker *m, uintptr_t w, struct mark_entry *top, const bool atomic)
 {
     uint64_t c = (w >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
     if (c >= NUM_CLASSES)
@@ -98,38 +139,70 @@ static inline struct mark_entry *mark_word(uintptr_t w, struct mark_entry *top)
     uint64_t mask = 1ull << (bit & 63);
     if (*word & mask)
         return top;
-    *word |= mask;
+    if (atomic) {
+        if (__atomic_fetch_or(word, mask, __ATOMIC_RELAXED) & mask)
+            return top;              /* another marker won */
+    } else {
+        *word |= mask;
+    }
     if (kinds[k - 1].ptrfree)
         return top;
     uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes
                             : r->size;
-    if (unlikely(top == stack_end))
-        return push_slow(top, base, base + len);
+    if (unlikely(top == m->end))
+        return push_slow(m, top, base, base + len);
     top->lo = base;
     top->hi = base + len;
     return top + 1;
 }
 
-static inline struct mark_entry *scan_words(uintptr_t lo, uintptr_t hi,
-                                            struct mark_entry *top)
+static inline __attribute__((always_inline)) struct mark_entry *
+scan_words(struct marker *m, uintptr_t lo, uintptr_t hi, struct mark_entry *top,
+           const bool atomic)
 {
     for (const uintptr_t *p = (const uintptr_t *)lo; (uintptr_t)(p + 1) <= hi; p++)
-        top = mark_word(*p, top);
+        top = mark_word(m, *p, top, atomic);
     return top;
 }
 
-/* Objects leave the stack through a small FIFO: each is prefetched when it
- * enters and scanned PREFETCH_DEPTH objects later, by when its cache line
- * has arrived.  Marking is pointer chasing; this hides most of the misses. */
-#define PREFETCH_DEPTH 8
+/* ------------------------------------------------------------------ */
+/* Sharing work between markers                                        */
 
-void mark_drain(void)
+/* Move the oldest entries of m's stack to the shared list. */
+static void share(struct marker *m)
+{
+    size_t n = (size_t)(m->top - m->stack) / 2;
+    if (n > PACKET_ENTRIES)
+        n = PACKET_ENTRIES;
+    pthread_mutex_lock(&work_lock);
+    struct packet *p = spare_packets;
+    if (p) {
+        spare_packets = p->next;
+    } else {
+        p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            pthread_mutex_unlock(&work_lock);
+            return;
+        }
+    }
+    memcpy(p->e, m->stack, n * sizeof(struct mark_entry));
+    memmove(m->stack, m->stack + n, (size_t)(m->top - m->stack - n) * sizeof(struct mark_entry));
+    m->top -= n;
+    p->n = n;
+    p->next = work_list;
+    work_list = p;
+    pthread_cond_signal(&work_cond);
+    pthread_mutex_unlock(&work_lock);
+}
+
+static inline __attribute__((always_inline)) void drain_impl(struct marker *m, const bool atomic)
 {
     struct mark_entry ring[PREFETCH_DEPTH];
     unsigned head = 0, count = 0;
-    struct mark_entry *top = stack_top;
+    struct mark_entry *top = m->top;
     for (;;) {
-        while (count < PREFETCH_DEPTH && top > stack) {
+        while (count < PREFETCH_DEPTH && top > m->stack) {
             struct mark_entry e = *--top;
             if (e.hi - e.lo > MARK_SLICE) {
                 /* Scan a slice now and leave the rest on the stack. */
@@ -146,22 +219,203 @@ void mark_drain(void)
         struct mark_entry e = ring[head];
         head = (head + 1) % PREFETCH_DEPTH;
         count--;
-        top = scan_words(e.lo, e.hi, top);
+        top = scan_words(m, e.lo, e.hi, top, atomic);
+        if (atomic && top - m->stack >= SHARE_MIN &&
+            atomic_load_explicit(&idle_markers, memory_order_relaxed)) {
+            m->top = top;
+            share(m);
+            top = m->top;
+        }
     }
-    stack_top = top;
+    m->top = top;
+}
+
+static void drain_serial(struct marker *m) { drain_impl(m, false); }
+static void drain_parallel(struct marker *m) { drain_impl(m, true); }
+
+static bool parallel_now;               /* this cycle uses several markers */
+
+static void drain(struct marker *m)
+{
+    if (parallel_now)
+        drain_parallel(m);
+    else
+        drain_serial(m);
+}
+
+/* Drain, then take shared work until every marker is idle and nothing is
+ * left. */
+static void mark_until_done(struct marker *m)
+{
+    for (;;) {
+        drain_parallel(m);
+        pthread_mutex_lock(&work_lock);
+        struct packet *p = NULL;
+        for (;;) {
+            if (work_list) {
+                p = work_list;
+                work_list = p->next;
+                break;
+            }
+            if (work_done)
+                break;
+            unsigned idle = atomic_fetch_add(&idle_markers, 1) + 1;
+            if (idle == active_markers) {
+                work_done = true;
+                atomic_fetch_sub(&idle_markers, 1);
+                pthread_cond_broadcast(&work_cond);
+                break;
+            }
+            pthread_cond_wait(&work_cond, &work_lock);
+            atomic_fetch_sub(&idle_markers, 1);
+        }
+        if (!p) {
+            pthread_mutex_unlock(&work_lock);
+            return;
+        }
+        size_t n = p->n;
+        while ((size_t)(m->end - m->top) < n && stack_grow(m))
+            ;
+        if ((size_t)(m->end - m->top) < n) {
+            /* Cannot take it: give it back and fall into overflow mode. */
+            atomic_store(&overflowed, true);
+            n = (size_t)(m->end - m->top);
+        }
+        memcpy(m->top, p->e, n * sizeof(struct mark_entry));
+        m->top += n;
+        p->next = spare_packets;
+        spare_packets = p;
+        pthread_mutex_unlock(&work_lock);
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    struct marker *m = arg;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&work_lock);
+        while (mark_cycle == seen)
+            pthread_cond_wait(&work_cond, &work_lock);
+        seen = mark_cycle;
+        pthread_mutex_unlock(&work_lock);
+
+        mark_until_done(m);
+
+        pthread_mutex_lock(&work_lock);
+        if (--helpers_busy == 0)
+            pthread_cond_broadcast(&done_cond);
+        pthread_mutex_unlock(&work_lock);
+    }
+    return NULL;
+}
+
+static void start_helpers(void)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    /* Helpers never run client code: keep every signal away from them. */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (unsigned i = helpers_started + 1; i < num_markers; i++) {
+        if (!markers[i].stack && !stack_init(&markers[i], 4096))
+            break;
+        if (pthread_create(&markers[i].thread, NULL, helper_main, &markers[i]) != 0)
+            break;
+        helpers_started = i;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Phases, called by the collector with the world stopped              */
+
+void mark_init(void)
+{
+    bool found;
+    stack_limit = env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
+    if (stack_limit < 16)
+        stack_limit = 16;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t n = env_size("GC_MARKERS", cores > 0 ? (size_t)cores : 1, &found);
+    if (n < 1)
+        n = 1;
+    if (n > MAX_MARKERS)
+        n = MAX_MARKERS;
+    num_markers = (unsigned)n;
+    for (unsigned i = 0; i < MAX_MARKERS; i++)
+        markers[i].id = i;
+    stack_init(&markers[0], stack_limit < 65536 ? stack_limit : 65536);
+}
+
+unsigned mark_markers(void)
+{
+    return num_markers;
+}
+
+/* Begin a mark: helpers (if any) start waiting for shared work. */
+void mark_begin(void)
+{
+    atomic_store(&overflowed, false);
+    markers[0].top = markers[0].stack;
+    if (num_markers > 1 && helpers_started + 1 < num_markers)
+        start_helpers();
+    parallel_now = helpers_started > 0;
+    if (!parallel_now)
+        return;
+    pthread_mutex_lock(&work_lock);
+    active_markers = helpers_started + 1;
+    helpers_busy = helpers_started;
+    atomic_store(&idle_markers, 0);
+    work_done = false;
+    mark_cycle++;
+    pthread_cond_broadcast(&work_cond);
+    pthread_mutex_unlock(&work_lock);
 }
 
 void mark_range(const void *lo, const void *hi)
 {
+    struct marker *m = &markers[0];
     uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
     uintptr_t b = (uintptr_t)hi;
     /* Scan in slices and drain as we go, so that the stack stays small. */
     while (a < b) {
         uintptr_t end = b - a > 65536 ? a + 65536 : b;
-        stack_top = scan_words(a, end, stack_top);
-        mark_drain();
+        m->top = parallel_now ? scan_words(m, a, end, m->top, true)
+                              : scan_words(m, a, end, m->top, false);
+        drain(m);
         a = end;
     }
+}
+
+void mark_drain(void)
+{
+    drain(&markers[0]);
+}
+
+/* Finish the mark: all markers drain the shared work to the end, then
+ * overflows are recovered. */
+void mark_finish(void)
+{
+    if (parallel_now) {
+        mark_until_done(&markers[0]);
+        pthread_mutex_lock(&work_lock);
+        while (helpers_busy)
+            pthread_cond_wait(&done_cond, &work_lock);
+        pthread_mutex_unlock(&work_lock);
+    } else {
+        drain(&markers[0]);
+    }
+    mark_recover_overflow();
+}
+
+/* After fork() only the forking thread exists: helpers must be made anew. */
+void mark_after_fork(void)
+{
+    helpers_started = 0;
+    pthread_mutex_init(&work_lock, NULL);
+    pthread_cond_init(&work_cond, NULL);
+    pthread_cond_init(&done_cond, NULL);
+    work_list = NULL;
 }
 
 bool mark_is_set(const struct region *r, uint64_t q)
@@ -172,8 +426,6 @@ bool mark_is_set(const struct region *r, uint64_t q)
 
 void mark_clear_all(void)
 {
-    overflowed = false;
-    stack_top = stack;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &regions[c];
         if (!r->mapped || !r->next_chunk)
@@ -202,24 +454,26 @@ void uncollectables_push(void)
                 uint64_t bit = q - r->q0;
                 if (!((r->alloc_bits[bit >> 6] >> (bit & 63)) & 1))
                     continue;
-                r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
+                __atomic_fetch_or(&r->mark_bits[bit >> 6], 1ull << (bit & 63),
+                                  __ATOMIC_RELAXED);
                 if (!kinds[s->kind].ptrfree) {
                     uint64_t len = r->large ? s->obj_bytes : r->size;
-                    stack_top = scan_words(q * r->size, q * r->size + len, stack_top);
+                    mark_range((void *)(q * r->size), (void *)(q * r->size + len));
                 }
             }
-            mark_drain();
         }
     }
 }
 
 /* After an overflow some marked objects were never scanned.  Scan every
  * marked object of a scanned kind again; repeat until a pass completes
- * without overflowing.  Each pass marks more, so this terminates. */
+ * without overflowing.  Each pass marks more, so this terminates.  Runs
+ * on the collecting thread alone. */
 void mark_recover_overflow(void)
 {
-    while (overflowed) {
-        overflowed = false;
+    bool saved = parallel_now;
+    parallel_now = false;
+    while (atomic_exchange(&overflowed, false)) {
         for (unsigned c = 0; c < NUM_CLASSES; c++) {
             struct region *r = &regions[c];
             if (!r->mapped)
@@ -234,10 +488,10 @@ void mark_recover_overflow(void)
                     if (!mark_is_set(r, q))
                         continue;
                     uint64_t len = r->large ? s->obj_bytes : r->size;
-                    stack_top = scan_words(q * r->size, q * r->size + len, stack_top);
-                    mark_drain();
+                    mark_range((void *)(q * r->size), (void *)(q * r->size + len));
                 }
             }
         }
     }
+    parallel_now = saved;
 }
