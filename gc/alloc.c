@@ -326,7 +326,9 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
     return p;
 }
 
-/* Refill the calling thread's list of (class, kind) and pop from it. */
+/* Refill the calling thread's list of (class, kind) and pop from it.  The
+ * batch is installed in the cache before the lock is released: a
+ * collection must find it there (caches are marked, not cleared). */
 static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind)
 {
     size_t n = 0;
@@ -335,12 +337,10 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
     if (list) {
         hs.allocd_since_gc += n * regions[c].size;
         hs.total_allocd += n * regions[c].size;
+        tc->free[kind][c] = link_decode(list[0]);
+        list[0] = list[1] = NULL;
     }
     unlock();
-    if (!list)
-        return NULL;
-    tc->free[kind][c] = link_decode(list[0]);
-    list[0] = list[1] = NULL;
     return list;
 }
 
@@ -448,6 +448,42 @@ void caches_discard(void)
             class_kinds[c][k].free = NULL;
             class_kinds[c][k].unswept = NULL;
             class_kind_free_count[c][k] = 0;
+        }
+}
+
+/* Slots on a thread's lists stay with it across a collection: they are
+ * marked (not scanned: they hold only a tagged link and the canary) so
+ * that the sweep leaves them alone.  Clearing the lists instead would race
+ * with a thread stopped in the middle of a pop. */
+void cache_mark(struct thread_cache *tc)
+{
+    for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+            for (void **p = tc->free[k][c]; p; p = link_decode(p[0])) {
+                struct region *r = &regions[c];
+                uint64_t bit = lowfat_slot_number(p) - r->q0;
+                r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
+            }
+}
+
+/* A thread leaves: its free slots go to the global lists.  Lock held. */
+void cache_return(struct thread_cache *tc)
+{
+    for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+            void **head = tc->free[k][c];
+            if (!head)
+                continue;
+            void **tail = head;
+            uint32_t n = 1;
+            for (void **next; (next = link_decode(tail[0])); tail = next)
+                n++;
+            tail[0] = link_encode(class_kinds[c][k].free);
+            class_kinds[c][k].free = head;
+            class_kind_free_count[c][k] += n;
+            uint64_t bytes = (uint64_t)n * regions[c].size;
+            hs.allocd_since_gc = hs.allocd_since_gc > bytes ? hs.allocd_since_gc - bytes : 0;
+            tc->free[k][c] = NULL;
         }
 }
 

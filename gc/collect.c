@@ -142,13 +142,14 @@ void collect(const char *why)
     event(GC_EVENT_START);
     uint64_t t0 = now_ns();
     event(GC_EVENT_PRE_STOP_WORLD);
+    stop_world();
     event(GC_EVENT_POST_STOP_WORLD);
 
-    thread_caches_clear();
     caches_discard();
 
     event(GC_EVENT_MARK_START);
     mark_clear_all();
+    caches_mark();
     mark_begin();
     uncollectables_push();
     roots_mark();
@@ -166,6 +167,7 @@ void collect(const char *why)
     release_idle_spans(false);
 
     event(GC_EVENT_PRE_START_WORLD);
+    start_world();
     uint64_t pause = now_ns() - t0;
     event(GC_EVENT_POST_START_WORLD);
     stats_record_pause(pause);

@@ -20,7 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <signal.h>
+#include <dlfcn.h>
 
+#define LFGC_BUILDING 1
 #include "gc.h"
 #include "lfgc.h"
 #include "lowfat.h"
@@ -212,7 +215,11 @@ size_t roots_size(void);          /* bytes of roots seen by the last scan */
 extern pthread_mutex_t gc_lock;
 void threads_init(void);
 struct thread_cache *thread_cache_create(void);
-void thread_caches_clear(void);
+void caches_mark(void);                 /* cache_mark() on every thread  */
+void cache_mark(struct thread_cache *tc);
+void cache_return(struct thread_cache *tc);
+void stop_world(void);
+void start_world(void);
 void stacks_mark(void);
 size_t stacks_size(void);       /* bytes of stack seen by the last scan */
 static inline void lock(void) { pthread_mutex_lock(&gc_lock); }

@@ -1,104 +1,288 @@
-/* threads.c: the allocation lock, thread caches, and stacks.
+/* threads.c: the allocation lock, the thread registry, stopping the
+ * world, and stacks.
  *
- * Each thread that allocates gets a thread_cache of free lists (the fast
- * path pops them with no lock).  Caches live in memory the collector does
- * not scan: free slots must not be roots.  A collection empties them all.
+ * Every thread that allocates or holds heap pointers is registered: by
+ * GC_pthread_create (GC_THREADS redirects pthread_create to it), by
+ * GC_register_my_thread, or on its first allocation.  Each record holds
+ * the thread's stack bounds and its cache of free lists (popped with no
+ * lock), in memory the collector does not scan.
  *
- * This file scans the stack of the thread that collects; stopping and
- * scanning other threads is the subject of the threads work.
+ * A collection stops the other registered threads with a signal (SIGPWR by
+ * default, as bdwgc; restarted by SIGXCPU).  The handler saves the
+ * interrupted registers and stack pointer from its ucontext, posts a
+ * semaphore and waits in sigsuspend for the restart signal; the handler is
+ * installed with SA_RESTART so that interrupted system calls restart.
+ * Threads inside GC_do_blocking are not signalled: their stacks are
+ * scanned from where they entered it.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 pthread_mutex_t gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 
-struct cache_rec {
-    struct thread_cache cache;
-    struct cache_rec *next_all;     /* every cache record                  */
-    struct cache_rec *next_free;    /* records of exited threads           */
-    bool in_use;
+enum thread_state { T_RUNNING, T_BLOCKING, T_FINISHED };
+
+struct thread_rec {
+    struct thread_cache cache;      /* first: tl_cache points here too   */
+    struct thread_rec *next;        /* registry, or the spare list        */
+    pthread_t id;
+    uintptr_t stack_bottom;         /* highest address of the stack       */
+    volatile uintptr_t stack_sp;    /* lowest address to scan when stopped */
+    uintptr_t blocking_sp;          /* saved by GC_do_blocking            */
+    greg_t regs[NGREG];             /* registers when stopped             */
+    void *retval;                   /* kept alive until joined            */
+    uint8_t state;
+    uint8_t detached;
+    uint8_t suspended;
 };
 
-static struct cache_rec *all_caches;
-static struct cache_rec *free_caches;
-static pthread_key_t cache_key;
+static struct thread_rec *threads;          /* registered, lock held      */
+static struct thread_rec *spare_recs;
+static pthread_key_t exit_key;
+static __thread struct thread_rec *tl_self __attribute__((tls_model("initial-exec")));
 
 extern void *__libc_stack_end;
-static uintptr_t main_stack_bottom;
-static pthread_t main_thread;
 
-static void cache_release(void *arg)
-{
-    struct cache_rec *rec = arg;
-    tl_cache = &empty_cache;
-    lock();
-    /* Slots still on its lists are unreachable: the next collection
-     * reclaims them. */
-    memset(&rec->cache, 0, sizeof rec->cache);
-    rec->in_use = false;
-    rec->next_free = free_caches;
-    free_caches = rec;
-    unlock();
-}
+static int sig_suspend = SIGPWR;
+static int sig_restart = SIGXCPU;
+static sem_t ack_sem;
+static atomic_uint world_epoch;
+static bool allow_register;
+static size_t last_stacks_bytes;
 
-void threads_init(void)
-{
-    main_stack_bottom = (uintptr_t)__libc_stack_end;
-    main_thread = pthread_self();
-    pthread_key_create(&cache_key, cache_release);
-}
+/* ------------------------------------------------------------------ */
+/* Records                                                             */
 
-struct thread_cache *thread_cache_create(void)
+static struct thread_rec *rec_alloc(void)
 {
-    lock();
-    struct cache_rec *rec = free_caches;
+    struct thread_rec *rec = spare_recs;
     if (rec) {
-        free_caches = rec->next_free;
+        spare_recs = rec->next;
     } else {
         rec = mmap(NULL, sizeof *rec, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (rec == MAP_FAILED) {
-            unlock();
+        if (rec == MAP_FAILED)
             return NULL;
-        }
-        rec->next_all = all_caches;
-        all_caches = rec;
     }
-    rec->in_use = true;
-    unlock();
-    pthread_setspecific(cache_key, rec);
-    tl_cache = &rec->cache;
-    return &rec->cache;
+    memset(rec, 0, sizeof *rec);
+    return rec;
 }
 
-void thread_caches_clear(void)
+static void rec_unlink(struct thread_rec *rec)
 {
-    for (struct cache_rec *rec = all_caches; rec; rec = rec->next_all)
-        memset(&rec->cache, 0, sizeof rec->cache);
+    for (struct thread_rec **l = &threads; *l; l = &(*l)->next)
+        if (*l == rec) {
+            *l = rec->next;
+            break;
+        }
+    rec->next = spare_recs;
+    spare_recs = rec;
 }
 
-static uintptr_t current_stack_bottom(void)
+static uintptr_t stack_bottom_of_self(void)
 {
-    if (pthread_equal(pthread_self(), main_thread) || !main_thread)
-        return main_stack_bottom;
     pthread_attr_t attr;
     void *addr;
     size_t size;
+    if (getpid() == gettid())
+        return (uintptr_t)__libc_stack_end;
     if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return main_stack_bottom;
+        return 0;
     pthread_attr_getstack(&attr, &addr, &size);
     pthread_attr_destroy(&attr);
     return (uintptr_t)addr + size;
 }
 
-static size_t last_stacks_bytes;
+/* Register the calling thread; lock not held. */
+static struct thread_rec *register_self(uintptr_t bottom)
+{
+    lock();
+    struct thread_rec *rec = rec_alloc();
+    if (!rec) {
+        unlock();
+        return NULL;
+    }
+    rec->id = pthread_self();
+    rec->stack_bottom = bottom;
+    rec->state = T_RUNNING;
+    rec->next = threads;
+    threads = rec;
+    tl_self = rec;
+    tl_cache = &rec->cache;
+    unlock();
+    pthread_setspecific(exit_key, rec);
+    return rec;
+}
+
+/* The calling thread leaves: its free slots go back to the heap and its
+ * stack is no longer scanned; the record stays (with the return value)
+ * until the thread is joined, unless it is detached. */
+static void unregister_self(void *retval, bool keep_record)
+{
+    struct thread_rec *me = tl_self;
+    if (!me)
+        return;
+    lock();
+    cache_return(&me->cache);
+    tl_cache = &empty_cache;
+    tl_self = NULL;
+    if (keep_record && !me->detached) {
+        me->retval = retval;
+        me->state = T_FINISHED;
+    } else {
+        rec_unlink(me);
+    }
+    unlock();
+    pthread_setspecific(exit_key, NULL);
+}
+
+/* Key destructor: a thread that exits without going through our wrapper
+ * (registered by hand, or on its first allocation). */
+static void exit_destructor(void *arg)
+{
+    (void)arg;
+    unregister_self(NULL, false);
+}
+
+struct thread_cache *thread_cache_create(void)
+{
+    struct thread_rec *me = tl_self;
+    if (!me)
+        me = register_self(stack_bottom_of_self());
+    return me ? &me->cache : NULL;
+}
+
+void caches_mark(void)
+{
+    for (struct thread_rec *t = threads; t; t = t->next)
+        cache_mark(&t->cache);
+}
+
+/* ------------------------------------------------------------------ */
+/* Stopping the world                                                   */
+
+static void suspend_handler(int sig, siginfo_t *info, void *context)
+{
+    (void)sig;
+    (void)info;
+    int saved_errno = errno;
+    struct thread_rec *me = tl_self;
+    if (!me) {
+        errno = saved_errno;
+        return;
+    }
+    ucontext_t *uc = context;
+    unsigned epoch = atomic_load(&world_epoch);
+    memcpy(me->regs, uc->uc_mcontext.gregs, sizeof me->regs);
+    /* Below the interrupted stack pointer lies the red zone. */
+    me->stack_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP] - 128;
+    sem_post(&ack_sem);
+    sigset_t wait;
+    sigfillset(&wait);
+    sigdelset(&wait, sig_restart);
+    while (atomic_load(&world_epoch) == epoch)
+        sigsuspend(&wait);
+    errno = saved_errno;
+}
+
+static void restart_handler(int sig)
+{
+    (void)sig;
+}
+
+static void install_handlers(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = suspend_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    /* Deadly signals stay deliverable inside the handler. */
+    sigdelset(&sa.sa_mask, SIGSEGV);
+    sigdelset(&sa.sa_mask, SIGBUS);
+    sigdelset(&sa.sa_mask, SIGILL);
+    sigdelset(&sa.sa_mask, SIGFPE);
+    sigdelset(&sa.sa_mask, SIGABRT);
+    if (sigaction(sig_suspend, &sa, NULL) != 0)
+        fprintf(stderr, "lfgc: cannot install the suspend handler on signal %d\n",
+                sig_suspend);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = restart_handler;
+    sa.sa_flags = SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    if (sigaction(sig_restart, &sa, NULL) != 0)
+        fprintf(stderr, "lfgc: cannot install the restart handler on signal %d\n",
+                sig_restart);
+}
+
+void stop_world(void)
+{
+    struct thread_rec *me = tl_self;
+    unsigned sent = 0;
+    for (struct thread_rec *t = threads; t; t = t->next) {
+        t->suspended = 0;
+        if (t == me || t->state != T_RUNNING)
+            continue;
+        int err = pthread_kill(t->id, sig_suspend);
+        if (err == 0) {
+            t->suspended = 1;
+            sent++;
+        } else {
+            /* Gone without unregistering: nothing of it to scan. */
+            t->state = T_FINISHED;
+        }
+    }
+    for (unsigned i = 0; i < sent; i++) {
+        struct timespec deadline;
+        clock_gettime(CLOCK_REALTIME, &deadline);
+        deadline.tv_sec += 10;
+        while (sem_timedwait(&ack_sem, &deadline) != 0) {
+            if (errno == ETIMEDOUT) {
+                warn("GC Warning: a thread has not answered the suspend signal "
+                     "(%p) for 10 s; is it blocked in that thread?\n",
+                     (uintptr_t)sig_suspend);
+                clock_gettime(CLOCK_REALTIME, &deadline);
+                deadline.tv_sec += 10;
+            }
+        }
+    }
+}
+
+void start_world(void)
+{
+    atomic_fetch_add(&world_epoch, 1);
+    for (struct thread_rec *t = threads; t; t = t->next)
+        if (t->suspended) {
+            pthread_kill(t->id, sig_restart);
+            t->suspended = 0;
+        }
+}
+
+/* ------------------------------------------------------------------ */
+/* Stacks                                                              */
 
 size_t stacks_size(void)
 {
     return last_stacks_bytes;
+}
+
+static void mark_stack_range(uintptr_t lo, uintptr_t hi)
+{
+    if (lo >= hi)
+        return;
+    mark_range((void *)lo, (void *)hi);
+    last_stacks_bytes += hi - lo;
 }
 
 /* Scan from a local of this frame, which lies below the registers that
@@ -106,21 +290,332 @@ size_t stacks_size(void)
 static void __attribute__((noinline)) scan_stack_from_here(uintptr_t bottom)
 {
     volatile uintptr_t here = 0;
-    uintptr_t top = (uintptr_t)&here;
-    mark_range((void *)top, (void *)bottom);
-    last_stacks_bytes = bottom - top;
+    mark_stack_range((uintptr_t)&here, bottom);
 }
 
 /* Spill every callee-saved register into this frame, so that a pointer
  * held only in a register is seen on the stack. */
-static void __attribute__((noinline)) scan_own_stack(void)
+static void __attribute__((noinline)) scan_own_stack(uintptr_t bottom)
 {
     __builtin_unwind_init();
-    scan_stack_from_here(current_stack_bottom());
+    scan_stack_from_here(bottom);
     __asm__ volatile("" ::: "memory");   /* no tail call: keep this frame */
 }
 
 void stacks_mark(void)
 {
-    scan_own_stack();
+    struct thread_rec *me = tl_self;
+    last_stacks_bytes = 0;
+    scan_own_stack(me ? me->stack_bottom : stack_bottom_of_self());
+    for (struct thread_rec *t = threads; t; t = t->next) {
+        mark_range(&t->retval, &t->retval + 1);
+        if (t == me || t->state == T_FINISHED)
+            continue;
+        if (t->state == T_BLOCKING) {
+            mark_stack_range(t->blocking_sp, t->stack_bottom);
+            continue;
+        }
+        if (!t->suspended)
+            continue;
+        mark_range(t->regs, t->regs + NGREG);
+        uintptr_t sp = t->stack_sp;
+        /* A thread stopped while on another stack (a signal stack, a
+         * coroutine) is scanned from the deepest point we can trust. */
+        if (sp > t->stack_bottom || t->stack_bottom - sp > ((uintptr_t)1 << 32))
+            continue;
+        mark_stack_range(sp, t->stack_bottom);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* fork                                                                 */
+
+static void atfork_prepare(void)
+{
+    lock();
+}
+
+static void atfork_parent(void)
+{
+    unlock();
+}
+
+/* Only the forking thread exists in the child. */
+static void atfork_child(void)
+{
+    struct thread_rec *me = tl_self;
+    struct thread_rec *t = threads;
+    threads = NULL;
+    while (t) {
+        struct thread_rec *next = t->next;
+        if (t == me) {
+            t->next = threads;
+            threads = t;
+        } else {
+            t->next = spare_recs;
+            spare_recs = t;
+        }
+        t = next;
+    }
+    if (me)
+        me->id = pthread_self();
+    sem_init(&ack_sem, 0, 0);
+    mark_after_fork();
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&gc_lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+void threads_init(void)
+{
+    sem_init(&ack_sem, 0, 0);
+    pthread_key_create(&exit_key, exit_destructor);
+    install_handlers();
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    /* The thread that initialises is registered: usually the main one. */
+    register_self(stack_bottom_of_self());
+}
+
+/* ------------------------------------------------------------------ */
+/* bdwgc's thread interface                                             */
+
+LFGC_EXPORT void GC_allow_register_threads(void)
+{
+    ensure_init();
+    allow_register = true;
+}
+
+LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
+{
+    ensure_init();
+    if (tl_self)
+        return GC_DUPLICATE;
+    if (!allow_register)
+        warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
+             "(thread %p); registering anyway\n", (uintptr_t)pthread_self());
+    uintptr_t bottom = sb && sb->mem_base ? (uintptr_t)sb->mem_base : stack_bottom_of_self();
+    return register_self(bottom) ? GC_SUCCESS : GC_NO_MEMORY;
+}
+
+LFGC_EXPORT int GC_unregister_my_thread(void)
+{
+    if (!tl_self)
+        return GC_NOT_FOUND;
+    unregister_self(NULL, false);
+    return GC_SUCCESS;
+}
+
+LFGC_EXPORT int GC_thread_is_registered(void)
+{
+    return tl_self != NULL;
+}
+
+LFGC_EXPORT int GC_get_stack_base(struct GC_stack_base *sb)
+{
+    uintptr_t bottom = tl_self ? tl_self->stack_bottom : stack_bottom_of_self();
+    if (!bottom)
+        return GC_UNIMPLEMENTED;
+    sb->mem_base = (void *)bottom;
+    return GC_SUCCESS;
+}
+
+LFGC_EXPORT void *GC_call_with_stack_base(GC_stack_base_func fn, void *arg)
+{
+    struct GC_stack_base sb;
+    volatile int here;
+    /* As bdwgc: the base is this frame; fn's frames lie below it. */
+    sb.mem_base = (void *)&here;
+    void *r = fn(&sb, arg);
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+/* Record where the blocking section starts, with the registers spilled
+ * into the frame above it. */
+static void __attribute__((noinline)) enter_blocking(struct thread_rec *me)
+{
+    volatile uintptr_t here = 0;
+    lock();
+    me->blocking_sp = (uintptr_t)&here;
+    me->state = T_BLOCKING;
+    unlock();
+}
+
+LFGC_EXPORT void *GC_do_blocking(GC_fn_type fn, void *client_data)
+{
+    struct thread_rec *me = tl_self;
+    if (!me || me->state != T_RUNNING)
+        return fn(client_data);
+    __builtin_unwind_init();
+    enter_blocking(me);
+    void *r = fn(client_data);
+    lock();                          /* waits for a collection to end */
+    me->state = T_RUNNING;
+    unlock();
+    __asm__ volatile("" ::: "memory");
+    return r;
+}
+
+LFGC_EXPORT void *GC_call_with_gc_active(GC_fn_type fn, void *client_data)
+{
+    struct thread_rec *me = tl_self;
+    if (!me || me->state != T_BLOCKING)
+        return fn(client_data);
+    lock();
+    me->state = T_RUNNING;
+    unlock();
+    void *r = fn(client_data);
+    lock();
+    me->state = T_BLOCKING;          /* blocking_sp is unchanged */
+    unlock();
+    return r;
+}
+
+LFGC_EXPORT void GC_set_suspend_signal(int sig)
+{
+    if (gc_initialized)
+        return;                      /* as bdwgc: only before GC_init */
+    sig_suspend = sig;
+}
+
+LFGC_EXPORT void GC_set_thr_restart_signal(int sig)
+{
+    if (gc_initialized)
+        return;
+    sig_restart = sig;
+}
+
+LFGC_EXPORT int GC_get_suspend_signal(void)
+{
+    return sig_suspend;
+}
+
+LFGC_EXPORT int GC_get_thr_restart_signal(void)
+{
+    return sig_restart;
+}
+
+/* ------------------------------------------------------------------ */
+/* pthread wrappers                                                     */
+
+struct start_info {
+    void *(*start)(void *);
+    void *arg;
+    bool detached;
+    sem_t registered;
+};
+
+static void exit_cleanup(void *arg)
+{
+    struct thread_rec *me = arg;
+    unregister_self(me ? me->retval : NULL, true);
+}
+
+static void *thread_start(void *p)
+{
+    struct start_info *si = p;
+    void *(*start)(void *) = si->start;
+    void *arg = si->arg;
+    struct thread_rec *me = register_self(stack_bottom_of_self());
+    if (me && si->detached)
+        me->detached = 1;
+    /* From here on the creator's copy of arg is not needed: ours is on a
+     * scanned stack. */
+    sem_post(&si->registered);
+    void *result;
+    pthread_cleanup_push(exit_cleanup, me);
+    result = start(arg);
+    if (me)
+        me->retval = result;
+    pthread_cleanup_pop(0);
+    unregister_self(result, true);
+    return result;
+}
+
+LFGC_EXPORT int GC_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                  void *(*start)(void *), void *arg)
+{
+    ensure_init();
+    struct start_info si = { .start = start, .arg = arg };
+    int state = PTHREAD_CREATE_JOINABLE;
+    if (attr)
+        pthread_attr_getdetachstate(attr, &state);
+    si.detached = state == PTHREAD_CREATE_DETACHED;
+    sem_init(&si.registered, 0, 0);
+    int err = pthread_create(thread, attr, thread_start, &si);
+    if (err == 0)
+        while (sem_wait(&si.registered) != 0 && errno == EINTR)
+            ;
+    sem_destroy(&si.registered);
+    return err;
+}
+
+static struct thread_rec *find_rec(pthread_t id)
+{
+    for (struct thread_rec *t = threads; t; t = t->next)
+        if (pthread_equal(t->id, id))
+            return t;
+    return NULL;
+}
+
+LFGC_EXPORT int GC_pthread_join(pthread_t thread, void **retval)
+{
+    int err = pthread_join(thread, retval);
+    if (err == 0) {
+        lock();
+        struct thread_rec *t = find_rec(thread);
+        if (t && t->state == T_FINISHED)
+            rec_unlink(t);
+        unlock();
+    }
+    return err;
+}
+
+LFGC_EXPORT int GC_pthread_detach(pthread_t thread)
+{
+    lock();
+    struct thread_rec *t = find_rec(thread);
+    int err = pthread_detach(thread);
+    if (err == 0 && t) {
+        if (t->state == T_FINISHED)
+            rec_unlink(t);
+        else
+            t->detached = 1;
+    }
+    unlock();
+    return err;
+}
+
+LFGC_EXPORT void GC_pthread_exit(void *retval)
+{
+    if (tl_self)
+        tl_self->retval = retval;
+    pthread_exit(retval);
+}
+
+LFGC_EXPORT int GC_pthread_cancel(pthread_t thread)
+{
+    return pthread_cancel(thread);
+}
+
+LFGC_EXPORT int GC_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    if (!set || how == SIG_UNBLOCK)
+        return pthread_sigmask(how, set, old);
+    sigset_t fixed = *set;
+    /* The collector must always be able to stop this thread. */
+    sigdelset(&fixed, sig_suspend);
+    return pthread_sigmask(how, &fixed, old);
+}
+
+LFGC_EXPORT void *GC_dlopen(const char *path, int mode)
+{
+    ensure_init();
+    /* No collection while the library's data is half initialised. */
+    GC_disable();
+    void *h = dlopen(path, mode);
+    GC_enable();
+    return h;
 }

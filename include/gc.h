@@ -9,6 +9,12 @@
 
 #include <stddef.h>
 
+#if defined(GC_THREADS) || defined(GC_PTHREADS)
+# include <dlfcn.h>
+# include <pthread.h>
+# include <signal.h>
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -250,6 +256,80 @@ typedef GC_word GC_hidden_pointer;
 #define GC_REVEAL_POINTER(p) ((void *)GC_HIDE_POINTER(p))
 #define HIDE_POINTER(p)   GC_HIDE_POINTER(p)
 #define REVEAL_POINTER(p) GC_REVEAL_POINTER(p)
+
+/* ------------------------------------------------------------------ */
+/* Threads.  Every thread that allocates or holds heap pointers must be
+ * known to the collector: threads created by GC_pthread_create (what
+ * pthread_create becomes under GC_THREADS) are; others register with
+ * GC_register_my_thread, or are registered by their first allocation.   */
+
+#define GC_SUCCESS       0
+#define GC_DUPLICATE     1   /* already registered                       */
+#define GC_NO_THREADS    2
+#define GC_UNIMPLEMENTED 3
+#define GC_NOT_FOUND     4   /* not registered                           */
+#define GC_NO_MEMORY     5
+
+struct GC_stack_base {
+    void *mem_base;          /* highest address of the stack (x86_64)    */
+};
+typedef void *(*GC_stack_base_func)(struct GC_stack_base *sb, void *arg);
+
+/* Allow threads not created through GC_pthread_create to register. */
+GC_API void GC_allow_register_threads(void);
+/* Register / unregister the calling thread; sb gives its stack base
+ * (GC_get_stack_base fills one in).  Return GC_SUCCESS, GC_DUPLICATE or
+ * GC_NOT_FOUND. */
+GC_API int GC_register_my_thread(const struct GC_stack_base *sb);
+GC_API int GC_unregister_my_thread(void);
+GC_API int GC_thread_is_registered(void);
+/* Base of the calling thread's stack. */
+GC_API int GC_get_stack_base(struct GC_stack_base *sb);
+/* Call fn with an approximation of the stack base: the caller's frame. */
+GC_API void *GC_call_with_stack_base(GC_stack_base_func fn, void *arg);
+/* Run fn(client_data) as a blocking section: collections proceed without
+ * stopping this thread, and fn must not touch the heap (its frames are not
+ * scanned).  GC_call_with_gc_active re-enters normal mode inside it. */
+GC_API void *GC_do_blocking(GC_fn_type fn, void *client_data);
+GC_API void *GC_call_with_gc_active(GC_fn_type fn, void *client_data);
+/* Signals used to stop and restart threads (SIGPWR and SIGXCPU by default);
+ * the setters work only before GC_init. */
+GC_API void GC_set_suspend_signal(int sig);
+GC_API void GC_set_thr_restart_signal(int sig);
+GC_API int GC_get_suspend_signal(void);
+GC_API int GC_get_thr_restart_signal(void);
+
+#if defined(GC_THREADS) || defined(GC_PTHREADS) || defined(LFGC_BUILDING)
+/* pthread functions that keep the collector informed. */
+GC_API int GC_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                             void *(*start)(void *), void *arg);
+GC_API int GC_pthread_join(pthread_t thread, void **retval);
+GC_API int GC_pthread_detach(pthread_t thread);
+GC_API void GC_pthread_exit(void *retval) __attribute__((noreturn));
+GC_API int GC_pthread_cancel(pthread_t thread);
+/* As pthread_sigmask, but the suspend signal is never blocked. */
+GC_API int GC_pthread_sigmask(int how, const sigset_t *set, sigset_t *old);
+/* As dlopen, with collection held off while the library loads. */
+GC_API void *GC_dlopen(const char *path, int mode);
+#endif
+
+#if (defined(GC_THREADS) || defined(GC_PTHREADS)) && !defined(GC_NO_THREAD_REDIRECTS) \
+    && !defined(LFGC_BUILDING)
+# undef pthread_create
+# undef pthread_join
+# undef pthread_detach
+# undef pthread_exit
+# undef pthread_cancel
+# undef pthread_sigmask
+# undef dlopen
+# define pthread_create  GC_pthread_create
+# define pthread_join    GC_pthread_join
+# define pthread_detach  GC_pthread_detach
+# define pthread_exit    GC_pthread_exit
+# define pthread_cancel  GC_pthread_cancel
+# define pthread_sigmask GC_pthread_sigmask
+# define dlopen          GC_dlopen
+#endif
 
 /* ------------------------------------------------------------------ */
 /* bdwgc's upper-case macros.  GC_DEBUG selects the same calls: lfgc has
