@@ -32,8 +32,12 @@ struct kind kinds[MAX_KINDS] = {
 void alloc_init(void)
 {
     extra_bytes = GC_all_interior_pointers ? 1 : 0;
-    for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++)
-        request_class[n] = (uint8_t)class_of_size(n + extra_bytes ? n + extra_bytes : 1);
+    unsigned c = 0;
+    for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++) {
+        while (c + 1 < NUM_CLASSES && regions[c].size < n + extra_bytes)
+            c++;
+        request_class[n] = (uint8_t)c;
+    }
     if (getrandom(&free_canary, sizeof free_canary, 0) != sizeof free_canary)
         free_canary = now_ns() * 0x9e3779b97f4a7c15ull;
     free_canary |= LINK_TAG;       /* never a heap address */
@@ -178,12 +182,11 @@ static void *span_fresh_list(struct region *r, struct span *s, size_t *count)
 {
     uint64_t qa, qb;
     span_slots(r, span_chunk_index(r, s), &qa, &qb);
-    bool zero = s->dirty && kinds[s->kind].clear;
+    if (s->dirty && kinds[s->kind].clear)
+        memset((void *)(qa * r->size), 0, (qb - qa) * r->size);
     void *head = NULL;
     for (uint64_t q = qb; q-- > qa;) {
         void *slot = (void *)(q * r->size);
-        if (zero)
-            memset(slot, 0, r->size);
         slot_make_free(slot, head);
         head = slot;
     }
@@ -385,7 +388,9 @@ void *alloc_kind(size_t bytes, unsigned kind)
     return alloc_in_class(class_for(bytes), bytes, kind);
 }
 
-void *alloc_slow(size_t bytes, unsigned kind)
+/* Out of line, so that the fast paths need no stack frame: they reach it
+ * by a tail call. */
+__attribute__((noinline)) void *alloc_slow(size_t bytes, unsigned kind)
 {
     return alloc_kind(bytes, kind);
 }

@@ -79,7 +79,9 @@ void sweep_after_mark(void)
     hs.reclaimed_last = before > hs.live_bytes ? before - hs.live_bytes : 0;
 }
 
-/* Build the free list of a span's dead slots; NULL (count 0) if none. */
+/* Build the free list of a span's dead slots; NULL (count 0) if none.
+ * Dead slots come in runs (whole dead structures): each run is cleared
+ * with one memset, then linked in address order. */
 void *sweep_span(struct region *r, struct span *s, size_t *count)
 {
     s->state = SPAN_SWEPT;
@@ -87,31 +89,42 @@ void *sweep_span(struct region *r, struct span *s, size_t *count)
     span_slots(r, span_chunk_index(r, s), &qa, &qb);
     const uint64_t size = r->size;
     const bool clear = kinds[s->kind].clear;
+    const uint64_t *bits = r->mark_bits;
     void *head = NULL;
     void **prev = NULL;
     size_t n = 0;
-    uint64_t from = qa - r->q0, to = qb - r->q0;
-    for (uint64_t w = from >> 6; w <= (to - 1) >> 6; w++) {
-        uint64_t dead = ~r->mark_bits[w];
-        if (w == from >> 6)
-            dead &= ~0ull << (from & 63);
-        if (w == (to - 1) >> 6 && (to & 63))
-            dead &= ~(~0ull << (to & 63));
-        while (dead) {
-            uint64_t bit = (w << 6) + (uint64_t)__builtin_ctzll(dead);
-            dead &= dead - 1;
-            void **slot = (void **)((bit + r->q0) * size);
-            /* Slots already free were cleared when they were freed. */
-            if (clear && !slot_is_free(slot))
-                memset(slot, 0, size);
+    uint64_t i = qa - r->q0, end = qb - r->q0;
+    while (i < end) {
+        /* Skip marked slots, then find the end of the dead run. */
+        uint64_t w = bits[i >> 6] >> (i & 63);
+        if (w & 1) {
+            uint64_t live = ~w;
+            i += live ? (uint64_t)__builtin_ctzll(live) : 64;
+            continue;
+        }
+        uint64_t j = i;
+        while (j < end) {
+            uint64_t v = bits[j >> 6] >> (j & 63);
+            if (v & 1)
+                break;
+            j += v ? (uint64_t)__builtin_ctzll(v) : 64 - (j & 63);
+        }
+        if (j > end)
+            j = end;
+        char *lo = (char *)((i + r->q0) * size);
+        char *hi = (char *)((j + r->q0) * size);
+        if (clear)
+            memset(lo, 0, (size_t)(hi - lo));
+        for (char *slot = lo; slot < hi; slot += size) {
             slot_make_free(slot, NULL);
             if (prev)
                 prev[0] = link_encode(slot);
             else
                 head = slot;
-            prev = slot;
-            n++;
+            prev = (void **)slot;
         }
+        n += j - i;
+        i = j;
     }
     *count = n;
     return head;
