@@ -198,6 +198,15 @@ static void *span_fresh_list(struct region *r, struct span *s, size_t *count)
 /* ------------------------------------------------------------------ */
 /* Batches of free slots                                               */
 
+/* Bytes handed out (or, negative, given back); updated outside the lock
+ * by sweeping threads, hence atomic everywhere. */
+void count_allocated(int64_t bytes)
+{
+    __atomic_fetch_add(&hs.allocd_since_gc, (uint64_t)bytes, __ATOMIC_RELAXED);
+    if (bytes > 0)
+        __atomic_fetch_add(&hs.total_allocd, (uint64_t)bytes, __ATOMIC_RELAXED);
+}
+
 static unsigned max_retries(void)
 {
     return GC_max_retries ? (unsigned)GC_max_retries : 1;
@@ -289,8 +298,7 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
         memset((void *)base, 0, want);
     s->dirty = 0;
     s->obj_bytes = want;
-    hs.allocd_since_gc += want;
-    hs.total_allocd += want;
+    count_allocated(want);
     return (void *)base;
 }
 
@@ -321,30 +329,98 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
         ck->free = link_decode(list[0]);
         class_kind_free_count[c][kind] = (uint32_t)(n - 1);
         list[0] = list[1] = NULL;
-        hs.allocd_since_gc += r->size;
-        hs.total_allocd += r->size;
+        count_allocated(r->size);
     }
     if (p && kinds[kind].uncollectable)
         set_alloc_bit(r, p, true);
     return p;
 }
 
-/* Refill the calling thread's list of (class, kind) and pop from it.  The
- * batch is installed in the cache before the lock is released: a
- * collection must find it there (caches are marked, not cleared). */
+/* Threads sweeping (or building the list of a fresh span) outside the
+ * lock.  A collection waits for them before it stops the world, so that
+ * no span is half swept while it marks. */
+atomic_uint sweepers;
+
+/* A span to sweep, or a fresh one, for (class, kind), claimed under the
+ * lock.  Collects or grows the heap as the policy says; NULL when out of
+ * memory.  *fresh tells which. */
+static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
+{
+    struct class_kind *ck = &class_kinds[c][kind];
+    struct region *r = &regions[c];
+    unsigned collections = 0;
+    for (;;) {
+        struct span *s = ck->unswept;
+        if (s) {
+            ck->unswept = s->next;
+            s->state = SPAN_SWEPT;      /* ours: nobody else sweeps it */
+            *fresh = false;
+            return s;
+        }
+        *fresh = true;
+        s = span_reuse(c, kind);
+        if (s)
+            return s;
+        if (must_collect_before_growing(r, collections)) {
+            collect("allocation");
+            collections++;
+            continue;
+        }
+        s = span_grow(c, kind);
+        if (s)
+            return s;
+        if (collections < max_retries() && !GC_dont_gc) {
+            collect("heap full");
+            collections++;
+            continue;
+        }
+        return NULL;
+    }
+}
+
+/* Refill the calling thread's list of (class, kind) and pop from it.
+ * Explicitly freed slots are taken under the lock; otherwise a span is
+ * claimed under the lock and swept without it, straight into the cache:
+ * a collection can only start once the list is there (caches are marked,
+ * not cleared, by collections). */
 static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind)
 {
+    struct class_kind *ck = &class_kinds[c][kind];
+    struct region *r = &regions[c];
     size_t n = 0;
     lock();
-    void **list = take_batch(c, kind, &n);
-    if (list) {
-        hs.allocd_since_gc += n * regions[c].size;
-        hs.total_allocd += n * regions[c].size;
-        tc->free[kind][c] = link_decode(list[0]);
-        list[0] = list[1] = NULL;
+    for (;;) {
+        if (ck->free) {
+            void **list = ck->free;
+            n = class_kind_free_count[c][kind];
+            ck->free = NULL;
+            class_kind_free_count[c][kind] = 0;
+            tc->free[kind][c] = list;
+            count_allocated(n * r->size);
+            unlock();
+            break;
+        }
+        bool fresh;
+        struct span *s = claim_span(c, kind, &fresh);
+        if (!s) {
+            unlock();
+            return NULL;
+        }
+        atomic_fetch_add(&sweepers, 1);
+        unlock();
+        void *list = fresh ? span_fresh_list(r, s, &n) : sweep_span(r, s, &n);
+        tc->free[kind][c] = list;
+        atomic_fetch_sub(&sweepers, 1);
+        if (list) {
+            count_allocated(n * r->size);
+            break;
+        }
+        lock();
     }
-    unlock();
-    return list;
+    void **p = tc->free[kind][c];
+    tc->free[kind][c] = link_decode(p[0]);
+    p[0] = p[1] = NULL;
+    return p;
 }
 
 static unsigned class_for(size_t bytes)
@@ -487,7 +563,8 @@ void cache_return(struct thread_cache *tc)
             class_kinds[c][k].free = head;
             class_kind_free_count[c][k] += n;
             uint64_t bytes = (uint64_t)n * regions[c].size;
-            hs.allocd_since_gc = hs.allocd_since_gc > bytes ? hs.allocd_since_gc - bytes : 0;
+            uint64_t since = __atomic_load_n(&hs.allocd_since_gc, __ATOMIC_RELAXED);
+            count_allocated(-(int64_t)(bytes < since ? bytes : since));
             tc->free[k][c] = NULL;
         }
 }
@@ -624,21 +701,19 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
     return q;
 }
 
+/* As bdwgc: the start of the heap object p points into, from the address
+ * alone (the object's memory is not read, so a free slot also has a
+ * base; lfgc_is_live tells free from allocated). */
 LFGC_EXPORT void *GC_base(void *p)
 {
-    if (!lowfat_is_ptr(p) || !gc_initialized)
+    if (!lowfat_is_ptr(p) || !chunk_map)
+        return NULL;
+    void *base = lowfat_base(p);
+    if (!chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
         return NULL;
     struct region *r = region_of(p);
-    void *base = lowfat_base(p);
-    if (!r->mapped || (uintptr_t)p >= r->usable_end ||
-        !chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
+    if (r->large && (uintptr_t)p - (uintptr_t)base >= object_size(r, base))
         return NULL;
-    if (r->large) {
-        if ((uintptr_t)p - (uintptr_t)base >= object_size(r, base))
-            return NULL;
-    } else if (slot_is_free(base)) {
-        return NULL;
-    }
     return base;
 }
 
@@ -663,6 +738,8 @@ LFGC_EXPORT int lfgc_is_live(const void *p)
     struct region *r = region_of(base);
     struct span *s = &r->spans[span_index_of(r, (uintptr_t)base)];
     uint64_t bit = lowfat_slot_number(base) - r->q0;
+    if (!r->large && slot_is_free(base))
+        return 0;
     if (kinds[s->kind].uncollectable)
         return (r->alloc_bits[bit >> 6] >> (bit & 63)) & 1;
     /* Large spans found dead are freed at once; small ones keep their dead

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "internal.h"
@@ -100,8 +101,8 @@ bool should_collect(void)
 {
     if (GC_dont_gc || collecting)
         return false;
-    uint64_t allocd = hs.allocd_since_gc > hs.freed_since_gc
-                          ? hs.allocd_since_gc - hs.freed_since_gc : 0;
+    uint64_t since = __atomic_load_n(&hs.allocd_since_gc, __ATOMIC_RELAXED);
+    uint64_t allocd = since > hs.freed_since_gc ? since - hs.freed_since_gc : 0;
     /* Stacks count twice, as in bdwgc: they are expensive to scan. */
     uint64_t scan = 2 * hs.live_ptrful + hs.live_ptrfree / 4 + roots_size() +
                     stacks_size();
@@ -139,6 +140,10 @@ void collect(const char *why)
     if (GC_dont_gc || collecting || !layout_ok)
         return;
     collecting = true;
+    /* Threads sweeping outside the lock finish first: new ones cannot
+     * start while we hold it. */
+    while (atomic_load(&sweepers))
+        sched_yield();
     event(GC_EVENT_START);
     uint64_t t0 = now_ns();
     event(GC_EVENT_PRE_STOP_WORLD);

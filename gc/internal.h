@@ -178,6 +178,8 @@ void *alloc_kind(size_t bytes, unsigned kind);
 void *alloc_aligned(size_t align, size_t bytes, unsigned kind);
 void free_object(void *p, const char *who);
 void caches_discard(void);
+void count_allocated(int64_t bytes);
+extern atomic_uint sweepers;
 void span_free(struct region *r, struct span *s);
 void release_idle_spans(bool all);
 bool heap_expand(size_t bytes);
