@@ -176,23 +176,16 @@ void release_idle_spans(bool all)
     }
 }
 
-/* Free list over every slot of a span just taken from the pool or the
- * frontier. */
-static void *span_fresh_list(struct region *r, struct span *s, size_t *count)
+/* Sweep a whole span claimed under the lock (fresh spans have an empty
+ * bitmap: every slot is free). */
+static void *sweep_whole_span(struct region *r, struct span *s, bool fresh, size_t *count)
 {
     uint64_t qa, qb;
     span_slots(r, span_chunk_index(r, s), &qa, &qb);
-    if (s->dirty && kinds[s->kind].clear)
-        memset((void *)(qa * r->size), 0, (qb - qa) * r->size);
-    void *head = NULL;
-    for (uint64_t q = qb; q-- > qa;) {
-        void *slot = (void *)(q * r->size);
-        slot_make_free(slot, head);
-        head = slot;
-    }
+    bool clear = kinds[s->kind].clear && (!fresh || s->dirty);
     s->dirty = 0;
-    *count = qb - qa;
-    return head;
+    uint64_t next = qa - r->q0;
+    return sweep_slots(r, &next, qb - r->q0, SIZE_MAX, clear, count);
 }
 
 /* ------------------------------------------------------------------ */
@@ -244,13 +237,14 @@ static void *take_batch(unsigned c, unsigned kind, size_t *count)
         while (ck->unswept) {
             struct span *s = ck->unswept;
             ck->unswept = s->next;
-            void *list = sweep_span(r, s, count);
+            s->state = SPAN_SWEPT;
+            void *list = sweep_whole_span(r, s, false, count);
             if (list)
                 return list;
         }
         struct span *s = span_reuse(c, kind);
         if (s)
-            return span_fresh_list(r, s, count);
+            return sweep_whole_span(r, s, true, count);
         if (must_collect_before_growing(r, collections)) {
             collect("allocation");
             collections++;
@@ -258,7 +252,7 @@ static void *take_batch(unsigned c, unsigned kind, size_t *count)
         }
         s = span_grow(c, kind);
         if (s)
-            return span_fresh_list(r, s, count);
+            return sweep_whole_span(r, s, true, count);
         if (collections < max_retries() && !GC_dont_gc) {
             collect("heap full");
             collections++;
@@ -378,24 +372,76 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
     }
 }
 
+/* A thread sweeps outside the lock only between sweep_enter() and
+ * sweep_exit(); a collection raises gc_pending, then waits for sweepers to
+ * drop to zero, so it never sees a half-swept span.  (Both sides use
+ * sequentially consistent atomics: one of them always sees the other.) */
+atomic_bool gc_pending;
+
+static bool sweep_enter(void)
+{
+    atomic_fetch_add(&sweepers, 1);
+    if (atomic_load(&gc_pending)) {
+        atomic_fetch_sub(&sweepers, 1);
+        return false;
+    }
+    return true;
+}
+
+static void sweep_exit(void)
+{
+    atomic_fetch_sub(&sweepers, 1);
+}
+
+/* Slots handed to a cache per refill: a few KiB, so that caches stay
+ * short (collections walk them) and the sweep stays close to use. */
+static size_t batch_slots(const struct region *r)
+{
+    size_t n = 4096 / r->size;
+    return n < 8 ? 8 : n;
+}
+
 /* Refill the calling thread's list of (class, kind) and pop from it.
- * Explicitly freed slots are taken under the lock; otherwise a span is
- * claimed under the lock and swept without it, straight into the cache:
- * a collection can only start once the list is there (caches are marked,
- * not cleared, by collections). */
+ * Most refills continue the thread's lazy sweep of a span it claimed, one
+ * piece at a time, without the lock and straight into the cache (the
+ * place a collection marks).  The lock is taken to claim the next span or
+ * to take explicitly freed slots. */
 static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind)
 {
     struct class_kind *ck = &class_kinds[c][kind];
     struct region *r = &regions[c];
-    size_t n = 0;
-    lock();
+    struct sweep_cursor *cur = &tc->cursor[kind][c];
+    size_t want = batch_slots(r);
     for (;;) {
+        if (sweep_enter()) {
+            if (cur->span) {
+                size_t n;
+                void *list = sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
+                if (cur->next >= cur->end)
+                    cur->span = NULL;
+                tc->free[kind][c] = list;
+                sweep_exit();
+                if (list) {
+                    count_allocated(n * r->size);
+                    break;
+                }
+                continue;
+            }
+            sweep_exit();
+        }
+        lock();                       /* also waits for a collection */
         if (ck->free) {
-            void **list = ck->free;
-            n = class_kind_free_count[c][kind];
-            ck->free = NULL;
-            class_kind_free_count[c][kind] = 0;
-            tc->free[kind][c] = list;
+            /* Up to a batch of explicitly freed slots. */
+            void **head = ck->free, **tail = head;
+            size_t n = 1;
+            while (n < want && link_decode(tail[0])) {
+                tail = link_decode(tail[0]);
+                n++;
+            }
+            ck->free = link_decode(tail[0]);
+            tail[0] = link_encode(NULL);
+            class_kind_free_count[c][kind] -= (uint32_t)n;
+            tc->free[kind][c] = head;
             count_allocated(n * r->size);
             unlock();
             break;
@@ -406,16 +452,14 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
             unlock();
             return NULL;
         }
-        atomic_fetch_add(&sweepers, 1);
+        uint64_t qa, qb;
+        span_slots(r, span_chunk_index(r, s), &qa, &qb);
+        cur->span = s;
+        cur->next = qa - r->q0;
+        cur->end = qb - r->q0;
+        cur->clear = kinds[kind].clear && (!fresh || s->dirty);
+        s->dirty = 0;
         unlock();
-        void *list = fresh ? span_fresh_list(r, s, &n) : sweep_span(r, s, &n);
-        tc->free[kind][c] = list;
-        atomic_fetch_sub(&sweepers, 1);
-        if (list) {
-            count_allocated(n * r->size);
-            break;
-        }
-        lock();
     }
     void **p = tc->free[kind][c];
     tc->free[kind][c] = link_decode(p[0]);
@@ -538,6 +582,8 @@ void caches_discard(void)
  * with a thread stopped in the middle of a pop. */
 void cache_mark(struct thread_cache *tc)
 {
+    /* The spans being swept are classified afresh by this collection. */
+    memset(tc->cursor, 0, sizeof tc->cursor);
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
             for (void **p = tc->free[k][c]; p; p = link_decode(p[0])) {

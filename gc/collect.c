@@ -142,6 +142,7 @@ void collect(const char *why)
     collecting = true;
     /* Threads sweeping outside the lock finish first: new ones cannot
      * start while we hold it. */
+    atomic_store(&gc_pending, true);
     while (atomic_load(&sweepers))
         sched_yield();
     event(GC_EVENT_START);
@@ -178,6 +179,7 @@ void collect(const char *why)
     stats_record_pause(pause);
     if (print_stats)
         stats_print_collection(pause);
+    atomic_store(&gc_pending, false);
     collecting = false;
     event(GC_EVENT_END);
 }

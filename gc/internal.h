@@ -163,8 +163,16 @@ struct class_kind {
 };
 extern struct class_kind class_kinds[NUM_CLASSES][MAX_KINDS];
 
+/* Where a thread is in the span it sweeps lazily for a class and kind. */
+struct sweep_cursor {
+    struct span *span;      /* NULL: none                                  */
+    uint64_t next, end;     /* bitmap indices still to sweep               */
+    bool clear;             /* zero dead slots                             */
+};
+
 struct thread_cache {
     void *free[NUM_CACHED_KINDS][NUM_SMALL_CLASSES];
+    struct sweep_cursor cursor[NUM_CACHED_KINDS][NUM_SMALL_CLASSES];
 };
 extern __thread struct thread_cache *tl_cache __attribute__((tls_model("initial-exec")));
 extern struct thread_cache empty_cache;
@@ -180,6 +188,7 @@ void free_object(void *p, const char *who);
 void caches_discard(void);
 void count_allocated(int64_t bytes);
 extern atomic_uint sweepers;
+extern atomic_bool gc_pending;
 void span_free(struct region *r, struct span *s);
 void release_idle_spans(bool all);
 bool heap_expand(size_t bytes);
@@ -201,7 +210,8 @@ void mark_recover_overflow(void);
 bool mark_is_set(const struct region *r, uint64_t q);
 void uncollectables_push(void);
 void sweep_after_mark(void);
-void *sweep_span(struct region *r, struct span *s, size_t *count);
+void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
+                  bool clear, size_t *count);
 size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to);
 
 /* ------------------------------------------------------------------ */

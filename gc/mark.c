@@ -37,8 +37,9 @@ struct mark_entry {
 #define PREFETCH_DEPTH 8
 #define MAX_MARKERS 16
 #define PACKET_ENTRIES 256
-/* A marker shares work once its stack is at least this deep. */
-#define SHARE_MIN 64
+/* A marker shares work once its stack is at least this deep and some
+ * marker could take it. */
+#define SHARE_MIN 16
 
 struct marker {
     struct mark_entry *stack;     /* entries [stack, top)                */
@@ -65,10 +66,11 @@ static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
 static struct packet *work_list;        /* shared work                     */
 static struct packet *spare_packets;
-static atomic_uint idle_markers;        /* markers waiting for work        */
-static unsigned active_markers;         /* markers taking part this cycle  */
-static unsigned helpers_busy;           /* helpers not yet back from a cycle */
-static uint64_t mark_cycle;             /* bumped to start the helpers     */
+static atomic_uint idle_markers;        /* joined markers waiting for work  */
+static atomic_uint sleeping_helpers;    /* helpers outside any cycle         */
+static unsigned active_markers;         /* markers taking part this cycle   */
+static unsigned helpers_busy;           /* helpers that joined this cycle   */
+static bool cycle_open;                 /* a mark is in progress            */
 static bool work_done;
 
 /* ------------------------------------------------------------------ */
@@ -192,6 +194,8 @@ static void share(struct marker *m)
     p->n = n;
     p->next = work_list;
     work_list = p;
+    /* Wakes an idle marker of this cycle, or a sleeping helper, which then
+     * joins. */
     pthread_cond_signal(&work_cond);
     pthread_mutex_unlock(&work_lock);
 }
@@ -221,7 +225,9 @@ static inline __attribute__((always_inline)) void drain_impl(struct marker *m, c
         count--;
         top = scan_words(m, e.lo, e.hi, top, atomic);
         if (atomic && top - m->stack >= SHARE_MIN &&
-            atomic_load_explicit(&idle_markers, memory_order_relaxed)) {
+            (atomic_load_explicit(&idle_markers, memory_order_relaxed) ||
+             (atomic_load_explicit(&sleeping_helpers, memory_order_relaxed) &&
+              !__atomic_load_n(&work_list, __ATOMIC_RELAXED)))) {
             m->top = top;
             share(m);
             top = m->top;
@@ -289,15 +295,19 @@ static void mark_until_done(struct marker *m)
     }
 }
 
+/* Helpers sleep until a marker shares work, then join the cycle and mark
+ * until it ends.  A small heap never wakes them. */
 static void *helper_main(void *arg)
 {
     struct marker *m = arg;
-    uint64_t seen = 0;
     for (;;) {
         pthread_mutex_lock(&work_lock);
-        while (mark_cycle == seen)
+        atomic_fetch_add(&sleeping_helpers, 1);
+        while (!(cycle_open && !work_done && work_list))
             pthread_cond_wait(&work_cond, &work_lock);
-        seen = mark_cycle;
+        atomic_fetch_sub(&sleeping_helpers, 1);
+        active_markers++;
+        helpers_busy++;
         pthread_mutex_unlock(&work_lock);
 
         mark_until_done(m);
@@ -363,12 +373,11 @@ void mark_begin(void)
     if (!parallel_now)
         return;
     pthread_mutex_lock(&work_lock);
-    active_markers = helpers_started + 1;
-    helpers_busy = helpers_started;
+    active_markers = 1;
+    helpers_busy = 0;
     atomic_store(&idle_markers, 0);
     work_done = false;
-    mark_cycle++;
-    pthread_cond_broadcast(&work_cond);
+    cycle_open = true;
     pthread_mutex_unlock(&work_lock);
 }
 
@@ -401,6 +410,7 @@ void mark_finish(void)
         pthread_mutex_lock(&work_lock);
         while (helpers_busy)
             pthread_cond_wait(&done_cond, &work_lock);
+        cycle_open = false;
         pthread_mutex_unlock(&work_lock);
     } else {
         drain(&markers[0]);
@@ -412,6 +422,8 @@ void mark_finish(void)
 void mark_after_fork(void)
 {
     helpers_started = 0;
+    atomic_store(&sleeping_helpers, 0);
+    cycle_open = false;
     pthread_mutex_init(&work_lock, NULL);
     pthread_cond_init(&work_cond, NULL);
     pthread_cond_init(&done_cond, NULL);

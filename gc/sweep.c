@@ -79,22 +79,21 @@ void sweep_after_mark(void)
     hs.reclaimed_last = before > hs.live_bytes ? before - hs.live_bytes : 0;
 }
 
-/* Build the free list of a span's dead slots; NULL (count 0) if none.
- * Dead slots come in runs (whole dead structures): each run is cleared
- * with one memset, then linked in address order. */
-void *sweep_span(struct region *r, struct span *s, size_t *count)
+/* Sweep bitmap indices [*next, end) of region r until `want` dead slots
+ * are found: return them as a free list in address order (NULL, count 0,
+ * if none) and advance *next past what was examined.  Dead slots come in
+ * runs (whole dead structures); each run is cleared with one memset when
+ * `clear` is set, then linked. */
+void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
+                  bool clear, size_t *count)
 {
-    s->state = SPAN_SWEPT;
-    uint64_t qa, qb;
-    span_slots(r, span_chunk_index(r, s), &qa, &qb);
     const uint64_t size = r->size;
-    const bool clear = kinds[s->kind].clear;
     const uint64_t *bits = r->mark_bits;
     void *head = NULL;
     void **prev = NULL;
     size_t n = 0;
-    uint64_t i = qa - r->q0, end = qb - r->q0;
-    while (i < end) {
+    uint64_t i = *next;
+    while (i < end && n < want) {
         /* Skip marked slots, then find the end of the dead run. */
         uint64_t w = bits[i >> 6] >> (i & 63);
         if (w & 1) {
@@ -103,14 +102,15 @@ void *sweep_span(struct region *r, struct span *s, size_t *count)
             continue;
         }
         uint64_t j = i;
-        while (j < end) {
+        uint64_t stop = end - i > want - n ? i + (want - n) : end;
+        while (j < stop) {
             uint64_t v = bits[j >> 6] >> (j & 63);
             if (v & 1)
                 break;
             j += v ? (uint64_t)__builtin_ctzll(v) : 64 - (j & 63);
         }
-        if (j > end)
-            j = end;
+        if (j > stop)
+            j = stop;
         char *lo = (char *)((i + r->q0) * size);
         char *hi = (char *)((j + r->q0) * size);
         if (clear)
@@ -126,6 +126,7 @@ void *sweep_span(struct region *r, struct span *s, size_t *count)
         n += j - i;
         i = j;
     }
+    *next = i < end ? i : end;
     *count = n;
     return head;
 }
