@@ -72,6 +72,14 @@ static void span_take(struct region *r, struct span *s, unsigned kind)
     span_set_kind(r, span_chunk_index(r, s), kind);
 }
 
+/* Bytes a span counts for in the heap size: a small span its chunk, a
+ * large one its object rounded to pages (the rest of its power-of-two
+ * slot is never touched). */
+static uint64_t span_bytes(const struct region *r, const struct span *s)
+{
+    return r->large ? s->obj_bytes : (uint64_t)r->span_chunks << CHUNK_SHIFT;
+}
+
 /* A pooled span whose memory is still mapped: reusing it does not grow
  * the heap, so it needs no collection first.  NULL if there is none. */
 static struct span *span_reuse(unsigned c, unsigned kind)
@@ -88,18 +96,17 @@ static struct span *span_reuse(unsigned c, unsigned kind)
 /* A span that grows the heap: a released pooled span, else one from the
  * frontier.  NULL when the region is full or the heap limit would be
  * passed. */
-static struct span *span_grow(unsigned c, unsigned kind)
+static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
 {
     struct region *r = &regions[c];
     if (!r->reserved || !region_map_metadata(r))
         return NULL;
-    uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
     if (hs.max_heap && hs.heap_bytes + bytes > hs.max_heap)
         return NULL;
     struct span *s = r->released;
     if (s) {
         r->released = s->next;
-        hs.released_bytes -= bytes;
+        hs.released_bytes -= span_bytes(r, s);
         s->released = 0;
     } else {
         if (r->next_chunk + r->span_chunks > r->max_chunks)
@@ -137,9 +144,8 @@ void span_free(struct region *r, struct span *s)
             madvise((void *)base, len, MADV_DONTNEED);
         s->dirty = 0;
         s->released = 1;
-        uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
-        hs.heap_bytes -= bytes;
-        hs.released_bytes += bytes;
+        hs.heap_bytes -= span_bytes(r, s);
+        hs.released_bytes += span_bytes(r, s);
         s->next = r->released;
         r->released = s;
         return;
@@ -208,12 +214,12 @@ static unsigned max_retries(void)
 /* The heap must grow by one span of r.  Within the expanded size that is
  * free; past it, collect if the policy says enough was allocated, else
  * expand by a step (as bdwgc does). */
-static bool must_collect_before_growing(struct region *r, unsigned collections)
+static bool must_collect_before_growing(uint64_t bytes, unsigned collections)
 {
-    uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
     if (hs.heap_bytes + bytes <= hs.heap_target)
         return false;
-    if (collections == 0 && should_collect())
+    /* GC_dont_expand: grow only when a collection did not help. */
+    if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : should_collect()))
         return true;
     heap_expand_step(bytes);
     return false;
@@ -245,12 +251,12 @@ static void *take_batch(unsigned c, unsigned kind, size_t *count)
         struct span *s = span_reuse(c, kind);
         if (s)
             return sweep_whole_span(r, s, true, count);
-        if (must_collect_before_growing(r, collections)) {
+        if (must_collect_before_growing(CHUNK_SIZE, collections)) {
             collect("allocation");
             collections++;
             continue;
         }
-        s = span_grow(c, kind);
+        s = span_grow(c, kind, CHUNK_SIZE);
         if (s)
             return sweep_whole_span(r, s, true, count);
         if (collections < max_retries() && !GC_dont_gc) {
@@ -266,17 +272,19 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
 {
     struct region *r = &regions[c];
     unsigned collections = 0;
+    /* The extra byte is inside, so that a pointer just past the request
+     * still lies in the object. */
+    uint64_t want = (bytes + extra_bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+    if (want > r->size)
+        want = r->size;
     struct span *s;
     for (;;) {
-        s = span_reuse(c, kind);
-        if (s)
-            break;
-        if (must_collect_before_growing(r, collections)) {
+        if (must_collect_before_growing(want, collections)) {
             collect("allocation");
             collections++;
             continue;
         }
-        s = span_grow(c, kind);
+        s = span_grow(c, kind, want);
         if (s)
             break;
         if (collections >= max_retries() || GC_dont_gc)
@@ -285,9 +293,6 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
         collections++;
     }
     uint64_t base = r->start + (span_chunk_index(r, s) << CHUNK_SHIFT);
-    uint64_t want = (bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
-    if (want > r->size)
-        want = r->size;
     if (s->dirty && kinds[kind].clear)
         memset((void *)base, 0, want);
     s->dirty = 0;
@@ -341,7 +346,6 @@ atomic_uint sweepers;
 static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
 {
     struct class_kind *ck = &class_kinds[c][kind];
-    struct region *r = &regions[c];
     unsigned collections = 0;
     for (;;) {
         struct span *s = ck->unswept;
@@ -355,12 +359,12 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
         s = span_reuse(c, kind);
         if (s)
             return s;
-        if (must_collect_before_growing(r, collections)) {
+        if (must_collect_before_growing(CHUNK_SIZE, collections)) {
             collect("allocation");
             collections++;
             continue;
         }
-        s = span_grow(c, kind);
+        s = span_grow(c, kind, CHUNK_SIZE);
         if (s)
             return s;
         if (collections < max_retries() && !GC_dont_gc) {
@@ -620,8 +624,9 @@ void cache_return(struct thread_cache *tc)
 static bool check_base(void *p, const char *who, struct region **rp, struct span **sp)
 {
     if (!lowfat_is_ptr(p)) {
-        warn("GC Warning: %s(%p): not a pointer lfgc allocated; ignored\n", (uintptr_t)p);
         (void)who;
+        warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; "
+             "ignored\n", (uintptr_t)p);
         return false;
     }
     struct region *r = region_of(p);
@@ -742,7 +747,8 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
     void *q = alloc_kind(bytes, kind);
     if (!q)
         return NULL;
-    memcpy(q, p, old - extra_bytes < bytes ? old - extra_bytes : bytes);
+    /* Everything GC_size reported as usable is copied. */
+    memcpy(q, p, old < bytes ? old : bytes);
     free_object(p, "GC_realloc");
     return q;
 }

@@ -183,9 +183,12 @@ LFGC_EXPORT int GC_get_no_dls(void) { return GC_no_dls; }
 
 LFGC_EXPORT void GC_set_all_interior_pointers(int v)
 {
-    if (gc_initialized && (v != 0) != (extra_bytes != 0))
-        warn("GC Warning: GC_set_all_interior_pointers(%ld) after GC_init: "
-             "ignored\n", (uintptr_t)v);
+    if (gc_initialized) {
+        if ((v != 0) != (extra_bytes != 0))
+            warn("GC Warning: GC_set_all_interior_pointers(%p) after GC_init: "
+                 "ignored\n", (uintptr_t)v);
+        return;
+    }
     GC_all_interior_pointers = v;
 }
 

@@ -105,7 +105,7 @@ bool should_collect(void)
     uint64_t allocd = since > hs.freed_since_gc ? since - hs.freed_since_gc : 0;
     /* Stacks count twice, as in bdwgc: they are expensive to scan. */
     uint64_t scan = 2 * hs.live_ptrful + hs.live_ptrfree / 4 + roots_size() +
-                    stacks_size();
+                    2 * stacks_size();
     uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
     uint64_t threshold = scan / divisor;
     if (threshold < MIN_BYTES_ALLOCD)

@@ -73,7 +73,10 @@ static uint64_t in_use_bytes(void)
 
 LFGC_EXPORT size_t GC_get_heap_size(void)
 {
-    return hs.heap_bytes > hs.heap_target ? hs.heap_bytes : hs.heap_target;
+    /* As bdwgc: the expanded size, less what was given back to the OS. */
+    uint64_t expanded = hs.heap_target > hs.released_bytes
+                            ? hs.heap_target - hs.released_bytes : 0;
+    return hs.heap_bytes > expanded ? hs.heap_bytes : expanded;
 }
 
 LFGC_EXPORT size_t GC_get_free_bytes(void)

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
@@ -330,13 +331,19 @@ void stacks_mark(void)
 /* ------------------------------------------------------------------ */
 /* fork                                                                 */
 
+/* Like a collection, fork waits for threads sweeping outside the lock:
+ * the child must not inherit a half-built list. */
 static void atfork_prepare(void)
 {
     lock();
+    atomic_store(&gc_pending, true);
+    while (atomic_load(&sweepers))
+        sched_yield();
 }
 
 static void atfork_parent(void)
 {
+    atomic_store(&gc_pending, false);
     unlock();
 }
 
@@ -359,6 +366,8 @@ static void atfork_child(void)
     }
     if (me)
         me->id = pthread_self();
+    atomic_store(&sweepers, 0);
+    atomic_store(&gc_pending, false);
     sem_init(&ack_sem, 0, 0);
     mark_after_fork();
     pthread_mutexattr_t attr;

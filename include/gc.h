@@ -51,7 +51,7 @@ GC_API int GC_no_dls;               /* 1: do not scan shared objects' data   */
 GC_API int GC_dont_gc;              /* >0: collection disabled (GC_disable)  */
 GC_API GC_word GC_free_space_divisor;  /* heap growth policy, default 3     */
 GC_API GC_word GC_max_retries;      /* collections tried before OOM          */
-GC_API int GC_dont_expand;          /* 1: never grow the heap past its size   */
+GC_API int GC_dont_expand;          /* 1: collect before every heap growth    */
 GC_API int GC_dont_precollect;      /* accepted; lfgc never pre-collects     */
 GC_API int GC_java_finalization;    /* accepted for compatibility            */
 GC_API int GC_finalize_on_demand;   /* accepted for compatibility            */
@@ -71,8 +71,10 @@ GC_API GC_oom_func GC_oom_fn;
 /* ------------------------------------------------------------------ */
 /* Initialisation                                                      */
 
-/* Initialise the collector.  lfgc also initialises itself when the library
- * is loaded, so calling this is optional; it is idempotent. */
+/* Initialise the collector.  Loading the library reserves the heap's
+ * address space; the rest happens here or at the first allocation, so
+ * calling this is optional (settings such as GC_all_interior_pointers must
+ * be made before it).  Idempotent. */
 GC_API void GC_init(void);
 #define GC_INIT() GC_init()
 /* Nonzero once GC_init (or the load-time initialisation) has run. */
@@ -119,8 +121,8 @@ GC_API void GC_free(void *p);
 
 /* Start of the heap object p points into, or NULL if p is not inside one. */
 GC_API void *GC_base(void *p);
-/* Usable size in bytes of the object whose base is p (0 if p is not the
- * base of a heap object). */
+/* Usable size in bytes of the heap object p points into (p may be
+ * interior); 0 if p is not in the heap. */
 GC_API size_t GC_size(const void *p);
 /* Nonzero when p points into the collector's heap. */
 GC_API int GC_is_heap_ptr(const void *p);
@@ -146,9 +148,11 @@ GC_API int GC_is_incremental_mode(void);
 GC_API void GC_set_time_limit(unsigned long ms);
 GC_API unsigned long GC_get_time_limit(void);
 
-/* Heap growth: a collection happens once the bytes allocated since the
- * last one exceed (live pointerful bytes * 2 + live atomic bytes / 4 +
- * roots) / divisor; a larger divisor collects more often, with less heap. */
+/* Heap growth: when the heap must grow past its expanded size, a
+ * collection happens if the bytes allocated since the last one exceed
+ * (live pointerful bytes * 2 + live atomic bytes / 4 + roots + stacks * 2)
+ * / divisor; otherwise the heap expands by heap / divisor.  A larger
+ * divisor collects more often, with less heap. */
 GC_API void GC_set_free_space_divisor(GC_word divisor);
 GC_API GC_word GC_get_free_space_divisor(void);
 /* Upper bound on the heap size (0: none).  Past it allocation collects,
@@ -277,9 +281,10 @@ typedef void *(*GC_stack_base_func)(struct GC_stack_base *sb, void *arg);
 
 /* Allow threads not created through GC_pthread_create to register. */
 GC_API void GC_allow_register_threads(void);
-/* Register / unregister the calling thread; sb gives its stack base
- * (GC_get_stack_base fills one in).  Return GC_SUCCESS, GC_DUPLICATE or
- * GC_NOT_FOUND. */
+/* Register the calling thread; sb gives its stack base (GC_get_stack_base
+ * fills one in).  Returns GC_SUCCESS, GC_DUPLICATE (already registered) or
+ * GC_NO_MEMORY.  GC_unregister_my_thread returns GC_SUCCESS, or
+ * GC_NOT_FOUND for a thread that was not registered. */
 GC_API int GC_register_my_thread(const struct GC_stack_base *sb);
 GC_API int GC_unregister_my_thread(void);
 GC_API int GC_thread_is_registered(void);
