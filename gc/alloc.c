@@ -570,12 +570,17 @@ LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
 /* ------------------------------------------------------------------ */
 /* Explicit free                                                        */
 
+/* At a collection the global free lists of collectable kinds are dropped:
+ * the sweep finds their slots again.  Uncollectable spans are never swept,
+ * so their lists (slots freed with GC_free, or not yet handed out) stay. */
 void caches_discard(void)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++)
         for (unsigned k = 0; k < MAX_KINDS; k++) {
-            class_kinds[c][k].free = NULL;
             class_kinds[c][k].unswept = NULL;
+            if (kinds[k].uncollectable)
+                continue;
+            class_kinds[c][k].free = NULL;
             class_kind_free_count[c][k] = 0;
         }
 }
