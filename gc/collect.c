@@ -2,8 +2,9 @@
  *
  * Policy (bdwgc's free-space divisor): collect once the bytes allocated
  * since the last collection reach
- *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots) / divisor,
- * otherwise let the heap grow.  A larger divisor means more collections and
+ *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots
+ *      + 2 * stacks) / divisor
+ * when the heap would grow past its expanded size; otherwise expand it.  A larger divisor means more collections and
  * a smaller heap.  GC_INITIAL_HEAP_SIZE defers the first collections,
  * GC_MAXIMUM_HEAP_SIZE caps growth, GC_DONT_GC turns collection off.
  */

@@ -77,7 +77,7 @@ GC_API GC_oom_func GC_oom_fn;
  * be made before it).  Idempotent. */
 GC_API void GC_init(void);
 #define GC_INIT() GC_init()
-/* Nonzero once GC_init (or the load-time initialisation) has run. */
+/* Nonzero once GC_init (or the first allocation) has initialised lfgc. */
 GC_API int GC_is_init_called(void);
 /* The version as (major << 16) | (minor << 8) | micro. */
 GC_API unsigned GC_get_version(void);
