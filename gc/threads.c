@@ -85,10 +85,10 @@ static void rec_unlink(struct thread_rec *rec)
     for (struct thread_rec **l = &threads; *l; l = &(*l)->next)
         if (*l == rec) {
             *l = rec->next;
-            break;
+            rec->next = spare_recs;
+            spare_recs = rec;
+            return;
         }
-    rec->next = spare_recs;
-    spare_recs = rec;
 }
 
 static uintptr_t stack_bottom_of_self(void)
@@ -571,11 +571,15 @@ static struct thread_rec *find_rec(pthread_t id)
 
 LFGC_EXPORT int GC_pthread_join(pthread_t thread, void **retval)
 {
+    /* Find the record while the id still names this thread only: once
+     * pthread_join returns, glibc may give the id to a new thread. */
+    lock();
+    struct thread_rec *t = find_rec(thread);
+    unlock();
     int err = pthread_join(thread, retval);
-    if (err == 0) {
+    if (err == 0 && t) {
         lock();
-        struct thread_rec *t = find_rec(thread);
-        if (t && t->state == T_FINISHED)
+        if (t->state == T_FINISHED)
             rec_unlink(t);
         unlock();
     }
