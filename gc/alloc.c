@@ -806,11 +806,14 @@ LFGC_EXPORT int lfgc_is_live(const void *p)
     return 1;
 }
 
+/* GC_expand_hp: the reported heap size grows by `bytes`, and that much
+ * more can be allocated before the policy is consulted.  (The reported
+ * size is the expanded size less what was given back to the OS.) */
 bool heap_expand(size_t bytes)
 {
-    uint64_t base = hs.heap_bytes > hs.heap_target ? hs.heap_bytes : hs.heap_target;
-    if (hs.max_heap && base + bytes > hs.max_heap)
+    uint64_t now = GC_get_heap_size();
+    if (hs.max_heap && now + bytes > hs.max_heap)
         return false;
-    hs.heap_target = base + bytes;
+    hs.heap_target = now + bytes + hs.released_bytes;
     return true;
 }

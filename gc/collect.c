@@ -25,9 +25,12 @@ static bool collecting;
 
 /* Below this, a collection would cost more than the memory it saves. */
 #define MIN_BYTES_ALLOCD ((uint64_t)256 << 10)
-/* Bounds of one expansion step of the heap. */
+/* Bounds of one expansion step of the heap.  bdwgc caps its steps at 16
+ * MiB; space within the expanded size is used without consulting the
+ * policy, so a smaller cap keeps the heap closer to it (binary trees: peak
+ * RSS -9% for +3% collections). */
 #define MIN_EXPANSION ((uint64_t)256 << 10)
-#define MAX_EXPANSION ((uint64_t)16 << 20)
+#define MAX_EXPANSION ((uint64_t)8 << 20)
 
 uint64_t now_ns(void)
 {
