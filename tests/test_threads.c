@@ -1,0 +1,1905 @@
+/* test_threads.c: lfgc with several threads.
+ *
+ * Each test runs in its own process (Criterion's default), so every test
+ * starts with a fresh collector.  Worker threads never call cr_assert
+ * (Criterion's assertions abort the test from the thread that runs it):
+ * they record failures with CHECK()/FAIL(), and the test's main thread
+ * reports them with assert_no_failures().
+ *
+ * The collector is conservative: a stale copy of a pointer may keep an
+ * object alive, so reclamation is checked with aggregate figures (heap
+ * size, live bytes), never for single objects.  Premature reclamation is
+ * what the checksums catch: a slot reclaimed too early is zeroed by the
+ * sweep and handed out again, and the garbage the tests allocate
+ * overwrites it.
+ *
+ * Every wait is bounded (a deadline, alarm() in forked children, and
+ * Criterion's per-test timeout), so a hang fails instead of blocking.
+ *
+ * The tests:
+ *   many_threads_share_structures      8 threads build, publish, cross-check
+ *   ten_thousand_threads               create/join 10,000 threads, check results
+ *   blocked_in_read                    a thread in read() across collections
+ *   deep_recursion                     12,000 frames x 4 threads, stack-only refs
+ *   return_value_survives_until_join   results held only by the thread record
+ *   user_signals_during_collections    SIGUSR1 handlers, none lost, no EINTR trouble
+ *   fork_with_threads_running          the child allocates, collects, makes threads
+ *   register_foreign_thread            GC_register_my_thread & co. on a raw pthread
+ *   implicitly_registered_thread       a raw pthread registered by its allocation
+ *   do_blocking_and_call_with_gc_active
+ *   parallel_markers_1/_2/_2_stack_overflow   GC_MARKERS (and a tiny mark stack)
+ *   exiting_thread_returns_cached_slots  no slot handed out twice
+ *   default_signals, pthread_sigmask_keeps_suspend_signal
+ *   detached_and_cancelled_threads, call_with_alloc_lock
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The real pthread functions, captured before gc.h redirects them (the
+ * registration tests need threads the collector does not know about). */
+static int real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                               void *(*fn)(void *), void *arg)
+{
+    return pthread_create(t, attr, fn, arg);
+}
+
+static int real_pthread_join(pthread_t t, void **ret)
+{
+    return pthread_join(t, ret);
+}
+
+static int real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+    return pthread_sigmask(how, set, old);
+}
+
+#define GC_THREADS
+#include "gc.h"
+#include "lfgc.h"
+
+#define NOINLINE __attribute__((noinline))
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* ------------------------------------------------------------------ */
+/* Failures recorded by any thread                                     */
+
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int fail_count;
+static char fail_msg[1024];
+
+static void __attribute__((format(printf, 3, 4)))
+fail_at(const char *file, int line, const char *fmt, ...)
+{
+    pthread_mutex_lock(&fail_lock);
+    if (atomic_fetch_add(&fail_count, 1) == 0) {
+        int n = snprintf(fail_msg, sizeof fail_msg, "%s:%d: ", file, line);
+        va_list ap;
+        va_start(ap, fmt);
+        if (n > 0 && (size_t)n < sizeof fail_msg)
+            vsnprintf(fail_msg + n, sizeof fail_msg - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&fail_lock);
+}
+
+#define FAIL(...) fail_at(__FILE__, __LINE__, __VA_ARGS__)
+#define CHECK(cond, ...) do { if (!(cond)) FAIL(__VA_ARGS__); } while (0)
+
+static bool failed(void)
+{
+    return atomic_load(&fail_count) != 0;
+}
+
+static void reset_failures(void)
+{
+    atomic_store(&fail_count, 0);
+    fail_msg[0] = 0;
+}
+
+#define assert_no_failures() \
+    cr_assert_eq(atomic_load(&fail_count), 0, "%d failure(s) in the threads; first: %s", \
+                 atomic_load(&fail_count), fail_msg)
+
+/* ------------------------------------------------------------------ */
+/* Time, waiting, /proc                                                */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sleep against an absolute deadline: the collector's signals interrupt
+ * sleeps often, and on some kernels the remaining time that nanosleep
+ * reports after an interruption is far larger than what was asked for,
+ * so a nanosleep(&ts, &ts) loop can sleep for seconds. */
+static void sleep_ms(unsigned ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+        ;
+}
+
+/* Wait (polling) until *v >= want; false after `secs` seconds. */
+static bool wait_at_least(atomic_long *v, long want, double secs)
+{
+    double end = now_s() + secs;
+    for (unsigned spins = 0; atomic_load(v) < want; spins++) {
+        if (now_s() > end)
+            return false;
+        if (spins < 200)
+            sched_yield();
+        else
+            sleep_ms(1);
+    }
+    return true;
+}
+
+/* Threads of this process, from /proc/self/task. */
+static int count_tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static bool task_exists(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+    return access(path, F_OK) == 0;
+}
+
+/* Wait until thread tid has exited (its task is gone). */
+static bool wait_task_gone(pid_t tid, double secs)
+{
+    double end = now_s() + secs;
+    while (task_exists(tid)) {
+        if (now_s() > end)
+            return false;
+        sleep_ms(1);
+    }
+    return true;
+}
+
+/* The system call thread tid is blocked in (/proc/.../syscall), -1 when
+ * running, -2 when it cannot be told. */
+static long task_syscall(pid_t tid)
+{
+    char path[64], buf[128];
+    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -2;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -2;
+    buf[n] = 0;
+    if (!strncmp(buf, "running", 7))
+        return -1;
+    char *end;
+    long nr = strtol(buf, &end, 10);
+    return end == buf ? -2 : nr;
+}
+
+/* ------------------------------------------------------------------ */
+/* Data with checksums                                                  */
+
+static inline uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Word j of the object with seed s: bit 63 set, so never a heap address
+ * (the values retain nothing). */
+static inline uint64_t pat(uint64_t s, uint64_t j)
+{
+    return mix(s * 0x100000001b3ull + j) | (1ull << 63);
+}
+
+static inline uint64_t rnd(uint64_t *state)
+{
+    *state = mix(*state);
+    return *state;
+}
+
+/* A singly linked list of n nodes (32 bytes: a 48-byte class). */
+struct node {
+    struct node *next;
+    uint64_t key;
+    uint64_t val[2];
+};
+
+static struct node *list_build(uint64_t seed, size_t n)
+{
+    struct node *head = NULL;
+    for (size_t i = n; i-- > 0;) {
+        struct node *x = GC_MALLOC(sizeof *x);
+        if (!x)
+            return NULL;
+        x->next = head;
+        x->key = pat(seed, 3 * i);
+        x->val[0] = pat(seed, 3 * i + 1);
+        x->val[1] = pat(seed, 3 * i + 2);
+        head = x;
+    }
+    return head;
+}
+
+/* Index of the first bad node + 1 (n + 1 for a wrong length), or 0. */
+static size_t list_check(const struct node *x, uint64_t seed, size_t n)
+{
+    for (size_t i = 0; i < n; i++, x = x->next) {
+        if (!x)
+            return n + 1;
+        if (x->key != pat(seed, 3 * i) || x->val[0] != pat(seed, 3 * i + 1) ||
+            x->val[1] != pat(seed, 3 * i + 2))
+            return i + 1;
+    }
+    return x ? n + 1 : 0;
+}
+
+static uint64_t *blob_build(uint64_t seed, size_t words)
+{
+    uint64_t *b = GC_MALLOC_ATOMIC(words * sizeof *b);
+    if (b)
+        for (size_t j = 0; j < words; j++)
+            b[j] = pat(seed, j);
+    return b;
+}
+
+static size_t blob_check(const uint64_t *b, uint64_t seed, size_t words)
+{
+    for (size_t j = 0; j < words; j++)
+        if (b[j] != pat(seed, j))
+            return j + 1;
+    return 0;
+}
+
+/* Allocate about `bytes` of short-lived objects of several classes and
+ * kinds, filling them so that a live slot wrongly handed out again is
+ * visibly overwritten. */
+static NOINLINE void garbage(size_t bytes, uint64_t seed)
+{
+    size_t done = 0;
+    while (done < bytes) {
+        size_t sz = 16 + (size_t)(mix(seed + done) % 496);
+        void *p = (done / 512) & 1 ? GC_MALLOC_ATOMIC(sz) : GC_MALLOC(sz);
+        if (!p)
+            return;
+        memset(p, 0xa5, sz);
+        done += sz;
+    }
+}
+
+/* Overwrite stack below the caller, removing stale pointers. */
+static NOINLINE void clear_stack(void)
+{
+    char buf[64 * 1024];
+    memset(buf, 0, sizeof buf);
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+static size_t heap_size(void)
+{
+    return GC_get_heap_size();
+}
+
+static uint64_t live_bytes(void)
+{
+    struct lfgc_stats st;
+    lfgc_get_stats(&st);
+    return st.live_bytes;
+}
+
+/* Garbage was reclaimed: after allocating at least `min_alloc` bytes since
+ * the total was `total0`, the heap is still below `bound`. */
+static void heap_bounded(const char *test, size_t total0, size_t min_alloc, size_t bound)
+{
+    size_t allocated = GC_get_total_bytes() - total0;
+    size_t heap = heap_size();
+    cr_log_info("%s: allocated %zu KiB, heap %zu KiB, live %llu KiB, %lu collections",
+                test, allocated >> 10, heap >> 10, (unsigned long long)(live_bytes() >> 10),
+                (unsigned long)GC_get_gc_no());
+    cr_assert_geq(allocated, min_alloc, "%s: the test allocated only %zu bytes", test, allocated);
+    cr_assert_lt(heap, bound, "%s: heap of %zu bytes after allocating %zu: garbage not reclaimed",
+                 test, heap, allocated);
+}
+
+static void start_thread(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    int err = pthread_create(t, NULL, fn, arg);   /* GC_pthread_create */
+    cr_assert_eq(err, 0, "pthread_create: %s", strerror(err));
+}
+
+static void *join_thread(pthread_t t)
+{
+    void *ret = NULL;
+    int err = pthread_join(t, &ret);              /* GC_pthread_join */
+    cr_assert_eq(err, 0, "pthread_join: %s", strerror(err));
+    return ret;
+}
+
+/* ================================================================== */
+/* 1. Many threads building, sharing and checking structures            */
+
+#define SH_THREADS 8
+#define SH_SLOTS 256
+#define SH_ITERS 6000
+
+struct item {
+    uint64_t seed;
+    size_t n;               /* list length */
+    struct node *list;
+    size_t words;           /* blob length */
+    uint64_t *blob;         /* pointer-free */
+    uint64_t sum;           /* over every key and blob word */
+};
+
+static struct item *sh_slots[SH_SLOTS];
+static pthread_mutex_t sh_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_long sh_checked;
+
+static uint64_t item_sum(const struct item *it)
+{
+    uint64_t s = it->seed;
+    size_t i = 0;
+    for (const struct node *x = it->list; x && i < it->n; x = x->next, i++)
+        s = s * 31 + x->key + x->val[0] + x->val[1];
+    for (size_t j = 0; j < it->words; j++)
+        s = s * 17 + it->blob[j];
+    return s;
+}
+
+static struct item *item_new(uint64_t seed)
+{
+    struct item *it = GC_MALLOC(sizeof *it);
+    if (!it)
+        return NULL;
+    it->seed = seed;
+    it->n = 4 + (size_t)(mix(seed) % 60);
+    it->list = list_build(seed, it->n);
+    it->words = 1 + (size_t)(mix(seed ^ 0xb10b) % 200);
+    it->blob = blob_build(~seed, it->words);
+    if (!it->list || !it->blob)
+        return NULL;
+    it->sum = item_sum(it);
+    return it;
+}
+
+/* NULL when the item is intact, else what is wrong. */
+static const char *item_check(const struct item *it)
+{
+    if (!lfgc_is_live(it))
+        return "item not live";
+    if (it->n < 4 || it->n >= 64 || it->words < 1 || it->words > 200)
+        return "item header overwritten";
+    if (list_check(it->list, it->seed, it->n))
+        return "list corrupted";
+    if (blob_check(it->blob, ~it->seed, it->words))
+        return "blob corrupted";
+    if (item_sum(it) != it->sum)
+        return "checksum mismatch";
+    return NULL;
+}
+
+static void *sh_worker(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint64_t r = 0x5eed0000ull + id;
+    struct item *mine[8] = { 0 };     /* recent items, on this stack only */
+    for (unsigned i = 0; i < SH_ITERS && !failed(); i++) {
+        uint64_t seed = ((uint64_t)id << 40) | i;
+        struct item *it = item_new(seed);
+        if (!it) {
+            FAIL("thread %u: allocation failed", id);
+            break;
+        }
+        garbage(1024, seed);
+        if (i % 2 == 0) {
+            pthread_mutex_lock(&sh_lock);
+            sh_slots[rnd(&r) % SH_SLOTS] = it;     /* the old one is garbage */
+            pthread_mutex_unlock(&sh_lock);
+        }
+        mine[i % 8] = it;
+        /* Read somebody's structure; our local copy keeps it alive even
+         * when it is replaced in the array meanwhile. */
+        pthread_mutex_lock(&sh_lock);
+        struct item *other = sh_slots[rnd(&r) % SH_SLOTS];
+        pthread_mutex_unlock(&sh_lock);
+        if (other) {
+            const char *err = item_check(other);
+            CHECK(!err, "thread %u reading item %#llx: %s", id,
+                  (unsigned long long)other->seed, err);
+            atomic_fetch_add(&sh_checked, 1);
+        }
+        if (i % 64 == 63)
+            for (unsigned k = 0; k < 8; k++) {
+                const char *err = mine[k] ? item_check(mine[k]) : NULL;
+                CHECK(!err, "thread %u own item %#llx: %s", id,
+                      (unsigned long long)mine[k]->seed, err);
+            }
+        if (id < 2 && i % 400 == 399)
+            GC_gcollect();
+    }
+    return NULL;
+}
+
+Test(threads, many_threads_share_structures, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    GC_word gc0 = GC_get_gc_no();
+    pthread_t t[SH_THREADS];
+    for (unsigned i = 0; i < SH_THREADS; i++)
+        start_thread(&t[i], sh_worker, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < SH_THREADS; i++)
+        join_thread(t[i]);
+    assert_no_failures();
+    cr_expect_gt(atomic_load(&sh_checked), SH_THREADS * SH_ITERS / 2,
+                 "too few cross-thread checks: %ld", atomic_load(&sh_checked));
+    cr_assert_geq(GC_get_gc_no() - gc0, 20, "only %lu collections ran",
+                  (unsigned long)(GC_get_gc_no() - gc0));
+
+    for (int round = 0; round < 2; round++) {
+        for (unsigned s = 0; s < SH_SLOTS; s++) {
+            if (!sh_slots[s])
+                continue;
+            const char *err = item_check(sh_slots[s]);
+            cr_assert(!err, "slot %u (item %#llx) after the threads: %s", s,
+                      (unsigned long long)sh_slots[s]->seed, err);
+        }
+        clear_stack();
+        GC_gcollect();
+    }
+    heap_bounded("share", total0, 128 * MiB, 24 * MiB);
+    cr_assert_lt(live_bytes(), 16 * MiB, "%llu bytes live for %d shared items",
+                 (unsigned long long)live_bytes(), SH_SLOTS);
+}
+
+/* ================================================================== */
+/* 2. Ten thousand threads created and joined while collections run     */
+
+#define TT_TOTAL 10000
+#define TT_CREATORS 2
+#define TT_BATCH 25            /* per creator: 50 threads at a time */
+#define TT_BLOB_WORDS 512      /* 4 KiB returned by every thread   */
+
+struct tt_result {
+    uint64_t idx;
+    uint64_t *blob;
+    struct node *list;
+};
+
+static atomic_int tt_done_creators;
+static atomic_long tt_verified;
+
+static void *tt_thread(void *arg)
+{
+    uint64_t idx = (uint64_t)(uintptr_t)arg;
+    struct tt_result *res = GC_MALLOC(sizeof *res);
+    if (!res)
+        return NULL;
+    res->idx = idx;
+    res->blob = blob_build(idx, TT_BLOB_WORDS);
+    res->list = list_build(idx ^ 0x77, 8);
+    garbage(512, idx);
+    return res;
+}
+
+static void *tt_creator(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    unsigned per = TT_TOTAL / TT_CREATORS;
+    pthread_t t[TT_BATCH];
+    for (unsigned base = 0; base < per && !failed(); base += TT_BATCH) {
+        unsigned n = per - base < TT_BATCH ? per - base : TT_BATCH;
+        for (unsigned k = 0; k < n; k++) {
+            uint64_t idx = (uint64_t)id * per + base + k;
+            int err = pthread_create(&t[k], NULL, tt_thread, (void *)(uintptr_t)idx);
+            if (err) {
+                FAIL("pthread_create of thread %llu: %s", (unsigned long long)idx,
+                     strerror(err));
+                n = k;
+                break;
+            }
+        }
+        for (unsigned k = 0; k < n; k++) {
+            uint64_t idx = (uint64_t)id * per + base + k;
+            void *ret = NULL;
+            int err = pthread_join(t[k], &ret);
+            if (err) {
+                FAIL("pthread_join of thread %llu: %s", (unsigned long long)idx, strerror(err));
+                continue;
+            }
+            struct tt_result *res = ret;
+            if (!res) {
+                FAIL("thread %llu returned NULL", (unsigned long long)idx);
+                continue;
+            }
+            /* A result reclaimed before the join has been reused: do not
+             * follow its pointers. */
+            if (res->idx != idx) {
+                FAIL("thread %llu: its result (%p) now holds %#llx, not its index: "
+                     "reclaimed before pthread_join returned it?", (unsigned long long)idx,
+                     (void *)res, (unsigned long long)res->idx);
+                continue;
+            }
+            if (GC_base(res->blob) != res->blob || GC_base(res->list) != res->list) {
+                FAIL("thread %llu: result's pointers overwritten", (unsigned long long)idx);
+                continue;
+            }
+            size_t bad = blob_check(res->blob, idx, TT_BLOB_WORDS);
+            CHECK(!bad, "thread %llu: result blob word %zu corrupted",
+                  (unsigned long long)idx, bad - 1);
+            bad = list_check(res->list, idx ^ 0x77, 8);
+            CHECK(!bad, "thread %llu: result list node %zu corrupted",
+                  (unsigned long long)idx, bad - 1);
+            atomic_fetch_add(&tt_verified, 1);
+        }
+    }
+    atomic_fetch_add(&tt_done_creators, 1);
+    return NULL;
+}
+
+static void *tt_collector(void *arg)
+{
+    (void)arg;
+    uint64_t i = 0;
+    while (atomic_load(&tt_done_creators) < TT_CREATORS) {
+        GC_gcollect();
+        garbage(32 * KiB, i++);
+        sleep_ms(2);
+    }
+    return NULL;
+}
+
+Test(threads, ten_thousand_threads, .timeout = 90)
+{
+    reset_failures();
+    int tasks0 = count_tasks();
+    GC_INIT();
+    GC_gcollect();              /* starts the marker threads, if any */
+    size_t total0 = GC_get_total_bytes();
+    int tasks_base = count_tasks();
+    cr_assert_geq(tasks_base, tasks0);
+    GC_word gc0 = GC_get_gc_no();
+    pthread_t coll, cr[TT_CREATORS];
+    start_thread(&coll, tt_collector, NULL);
+    for (unsigned i = 0; i < TT_CREATORS; i++)
+        start_thread(&cr[i], tt_creator, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < TT_CREATORS; i++)
+        join_thread(cr[i]);
+    join_thread(coll);
+    assert_no_failures();
+    cr_assert_eq(atomic_load(&tt_verified), TT_TOTAL);
+    cr_assert_geq(GC_get_gc_no() - gc0, 10, "only %lu collections ran during the test",
+                  (unsigned long)(GC_get_gc_no() - gc0));
+    cr_assert_eq(count_tasks(), tasks_base, "threads left behind: %d, expected %d",
+                 count_tasks(), tasks_base);
+
+    /* Every result is garbage now.  Records of joined threads that stayed
+     * in the registry would keep their 4 KiB results alive. */
+    clear_stack();
+    GC_gcollect();
+    GC_gcollect();
+    uint64_t live = live_bytes();
+    cr_assert_lt(live, 8 * MiB,
+                 "%llu bytes still live after joining %d threads (%zu bytes each were "
+                 "returned): results of joined threads retained?",
+                 (unsigned long long)live, TT_TOTAL, TT_BLOB_WORDS * sizeof(uint64_t));
+    heap_bounded("10000 threads", total0, 64 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* 3. A thread blocked in read() while collections run                  */
+
+static int rd_pipe[2];
+static atomic_long rd_ready;
+static atomic_long rd_tid;
+static atomic_long rd_returned;
+
+#define RD_BYTES 64
+#define RD_NODES 500
+
+static NOINLINE void *rd_thread(void *arg)
+{
+    (void)arg;
+    struct node *volatile list = list_build(0x4ead, RD_NODES);   /* stack only */
+    unsigned char buf[RD_BYTES + 16];
+    memset(buf, 0, sizeof buf);
+    atomic_store(&rd_tid, (long)gettid());
+    atomic_store(&rd_ready, 1);
+    errno = 0;
+    ssize_t n = read(rd_pipe[0], buf, sizeof buf);
+    int err = errno;
+    atomic_store(&rd_returned, 1);
+    CHECK(n == RD_BYTES, "read returned %zd (errno %d: %s), expected %d", n, err,
+          strerror(err), RD_BYTES);
+    for (int i = 0; i < RD_BYTES && n == RD_BYTES; i++)
+        CHECK(buf[i] == (unsigned char)(i * 7 + 3), "byte %d read as %u", i, buf[i]);
+    size_t bad = list_check(list, 0x4ead, RD_NODES);
+    CHECK(!bad, "list held on the reader's stack: node %zu corrupted", bad - 1);
+    CHECK(lfgc_is_live(list), "list head reclaimed while its thread was in read()");
+    return NULL;
+}
+
+Test(threads, blocked_in_read, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    cr_assert_eq(pipe(rd_pipe), 0);
+    pthread_t t;
+    start_thread(&t, rd_thread, NULL);
+    cr_assert(wait_at_least(&rd_ready, 1, 10), "reader did not start");
+    pid_t tid = (pid_t)atomic_load(&rd_tid);
+    /* Wait until the reader is really inside read() (syscall 0). */
+    double end = now_s() + 10;
+    long sc;
+    while ((sc = task_syscall(tid)) != 0 && sc != -2 && now_s() < end)
+        sleep_ms(1);
+    if (sc == -2)
+        sleep_ms(100);      /* /proc/.../syscall unavailable: give it time */
+    else
+        cr_assert_eq(sc, 0, "the reader is not blocked in read() (syscall %ld)", sc);
+
+    GC_word gc0 = GC_get_gc_no();
+    for (int i = 0; i < 100 && !atomic_load(&rd_returned); i++) {
+        garbage(512 * KiB, (uint64_t)i);
+        GC_gcollect();
+    }
+    if (atomic_load(&rd_returned)) {
+        join_thread(t);
+        assert_no_failures();
+        cr_assert_fail("read() returned before anything was written");
+    }
+    cr_assert_geq(GC_get_gc_no() - gc0, 100);
+    if (sc == 0) {
+        /* Stopping and restarting the reader takes it through the signal
+         * handlers; with SA_RESTART it must go back into read(). */
+        end = now_s() + 10;
+        while ((sc = task_syscall(tid)) != 0 && !atomic_load(&rd_returned) && now_s() < end)
+            sleep_ms(1);
+        if (atomic_load(&rd_returned)) {
+            join_thread(t);
+            assert_no_failures();
+            cr_assert_fail("read() returned before anything was written");
+        }
+        cr_assert_eq(sc, 0, "the reader is not back in read() after the collections "
+                     "(syscall %ld)", sc);
+    }
+
+    unsigned char out[RD_BYTES];
+    for (int i = 0; i < RD_BYTES; i++)
+        out[i] = (unsigned char)(i * 7 + 3);
+    cr_assert_eq(write(rd_pipe[1], out, sizeof out), (ssize_t)sizeof out);
+    join_thread(t);
+    close(rd_pipe[0]);
+    close(rd_pipe[1]);
+    assert_no_failures();
+    heap_bounded("read", total0, 40 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* 4. Deep recursion, one heap pointer per frame, only on the stack     */
+
+#define DR_THREADS 4
+#define DR_DEPTH 12000
+#define DR_COLLECTIONS 10
+
+static atomic_long dr_at_bottom;
+static atomic_long dr_finished;
+
+static NOINLINE uint64_t dr_bottom(unsigned id)
+{
+    atomic_fetch_add(&dr_at_bottom, 1);
+    /* Stay at the bottom until the collector thread has completed several
+     * collections, with every thread's deep stack in place. */
+    GC_word g0 = GC_get_gc_no();
+    double end = now_s() + 30;
+    while (GC_get_gc_no() < g0 + DR_COLLECTIONS && now_s() < end) {
+        garbage(4 * KiB, id);
+        sleep_ms(1);
+    }
+    CHECK(GC_get_gc_no() >= g0 + DR_COLLECTIONS, "thread %u: collections stalled", id);
+    return 0;
+}
+
+static NOINLINE uint64_t dr_descend(unsigned id, unsigned depth)
+{
+    /* The only reference: this frame's slot (volatile: kept in memory). */
+    uint64_t *volatile obj = depth & 1 ? GC_MALLOC_ATOMIC(3 * sizeof(uint64_t))
+                                       : GC_MALLOC(3 * sizeof(uint64_t));
+    if (!obj) {
+        FAIL("allocation failed at depth %u", depth);
+        return 0;
+    }
+    uint64_t seed = ((uint64_t)id << 32) | depth;
+    obj[0] = pat(seed, 0);
+    obj[1] = pat(seed, 1);
+    obj[2] = depth | (1ull << 63);
+    if (depth % 64 == 0)
+        garbage(256, seed);
+    uint64_t sub = depth + 1 < DR_DEPTH ? dr_descend(id, depth + 1) : dr_bottom(id);
+    uint64_t *o = obj;
+    CHECK(o[0] == pat(seed, 0) && o[1] == pat(seed, 1) && o[2] == (depth | (1ull << 63)),
+          "thread %u: object of frame %u corrupted", id, depth);
+    CHECK(lfgc_is_live(o), "thread %u: object of frame %u reclaimed", id, depth);
+    return sub + depth;
+}
+
+static void *dr_thread(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint64_t sum = dr_descend(id, 0);
+    uint64_t want = (uint64_t)DR_DEPTH * (DR_DEPTH - 1) / 2;
+    CHECK(sum == want, "thread %u: sum of depths %llu, expected %llu", id,
+          (unsigned long long)sum, (unsigned long long)want);
+    atomic_fetch_add(&dr_finished, 1);
+    return NULL;
+}
+
+static void *dr_collector(void *arg)
+{
+    (void)arg;
+    uint64_t i = 0;
+    /* At least 20 rounds: 40 MiB of garbage to reclaim. */
+    while ((atomic_load(&dr_finished) < DR_THREADS || i < 20) && !failed()) {
+        GC_gcollect();
+        /* Objects of the same classes as the frames' objects, filled: a
+         * frame's object reclaimed by mistake gets overwritten. */
+        for (int k = 0; k < 2000; k++) {
+            uint64_t *p = k & 1 ? GC_MALLOC_ATOMIC(24) : GC_MALLOC(24);
+            if (p)
+                memset(p, 0x5a, 24);
+        }
+        garbage(2 * MiB, i);
+        i++;
+    }
+    return NULL;
+}
+
+Test(threads, deep_recursion, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    pthread_t coll, t[DR_THREADS];
+    start_thread(&coll, dr_collector, NULL);
+    for (unsigned i = 0; i < DR_THREADS; i++)
+        start_thread(&t[i], dr_thread, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < DR_THREADS; i++)
+        join_thread(t[i]);
+    join_thread(coll);
+    assert_no_failures();
+    cr_assert_eq(atomic_load(&dr_at_bottom), DR_THREADS);
+    clear_stack();
+    GC_gcollect();
+    heap_bounded("deep recursion", total0, 32 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* 5. A thread's return value, its only reference, kept until the join  */
+
+#define RV_NODES 2000
+
+static atomic_long rv_tid[2];
+
+/* Exits from a few frames down; returns only if pthread_exit does. */
+static NOINLINE int rv_exit_deep(struct node *list, int depth)
+{
+    if (depth == 0) {
+        if (list)
+            pthread_exit(list);                 /* GC_pthread_exit */
+        return 0;
+    }
+    int r = rv_exit_deep(list, depth - 1);
+    __asm__ volatile("" ::: "memory");
+    return r + 1;
+}
+
+static void *rv_thread(void *arg)
+{
+    int which = (int)(uintptr_t)arg;
+    struct node *list = list_build(0x7e70 + (uint64_t)which, RV_NODES);
+    garbage(256 * KiB, 1);
+    atomic_store(&rv_tid[which], (long)gettid());
+    if (which == 1 && rv_exit_deep(list, 10) >= 0)
+        return NULL;                            /* not reached */
+    return list;
+}
+
+Test(threads, return_value_survives_until_join, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    pthread_t t[2];
+    for (int w = 0; w < 2; w++)
+        start_thread(&t[w], rv_thread, (void *)(uintptr_t)w);
+    /* Let both threads finish: from here on only the collector's record
+     * of each thread holds its result. */
+    for (int w = 0; w < 2; w++) {
+        cr_assert(wait_at_least(&rv_tid[w], 1, 10), "thread %d did not run", w);
+        cr_assert(wait_task_gone((pid_t)atomic_load(&rv_tid[w]), 10), "thread %d did not exit", w);
+    }
+    size_t total0 = GC_get_total_bytes();
+    for (int i = 0; i < 40; i++) {
+        garbage(1 * MiB, (uint64_t)i);
+        clear_stack();
+        GC_gcollect();
+        sleep_ms(1);
+    }
+    for (int w = 0; w < 2; w++) {
+        struct node *list = join_thread(t[w]);
+        cr_assert_not_null(list, "thread %d returned NULL", w);
+        cr_assert(lfgc_is_live(list), "the result of thread %d was reclaimed before the join", w);
+        size_t bad = list_check(list, 0x7e70 + (uint64_t)w, RV_NODES);
+        cr_assert_eq(bad, 0, "the result of thread %d (%s): node %zu corrupted", w,
+                     w ? "pthread_exit" : "return", bad - 1);
+    }
+    heap_bounded("return value", total0, 32 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* 6. User signal handlers firing during collections                    */
+
+#define SG_WORKERS 3
+#define SG_SIGNALS 3000
+
+static atomic_long sg_count;           /* deliveries seen by the handler */
+static atomic_long sg_sum;
+static uint64_t *volatile sg_obj;      /* read by the handler */
+static atomic_int sg_stop;
+static pthread_t sg_workers[SG_WORKERS + 1];   /* + the spawner */
+static atomic_long sg_sent;
+
+static void sg_handler(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    uint64_t *o = sg_obj;
+    if (o)
+        atomic_fetch_add(&sg_sum, (long)(o[0] & 0xff));
+    atomic_fetch_add(&sg_count, 1);
+    errno = saved;
+}
+
+static void *sg_worker(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint64_t i = 0;
+    while (!atomic_load(&sg_stop) && !failed()) {
+        uint64_t seed = ((uint64_t)id << 40) | i;
+        struct node *volatile l = list_build(seed, 200);
+        garbage(8 * KiB, seed);
+        if (id == 0 && i % 8 == 0)
+            GC_gcollect();
+        size_t bad = list_check(l, seed, 200);
+        CHECK(!bad, "worker %u: list %llu node %zu corrupted", id, (unsigned long long)i, bad - 1);
+        i++;
+    }
+    return NULL;
+}
+
+static void *sg_child(void *arg)
+{
+    return list_build((uint64_t)(uintptr_t)arg, 10);
+}
+
+/* Creates and joins threads while signals arrive (EINTR inside
+ * GC_pthread_create and GC_pthread_join). */
+static void *sg_spawner(void *arg)
+{
+    (void)arg;
+    uint64_t i = 0;
+    while (!atomic_load(&sg_stop) && !failed()) {
+        pthread_t t;
+        int err = pthread_create(&t, NULL, sg_child, (void *)(uintptr_t)i);
+        if (err) {
+            FAIL("pthread_create: %s", strerror(err));
+            break;
+        }
+        void *ret = NULL;
+        err = pthread_join(t, &ret);
+        CHECK(!err, "pthread_join: %s", strerror(err));
+        CHECK(ret && !list_check(ret, i, 10), "spawned thread %llu: bad result",
+              (unsigned long long)i);
+        i++;
+    }
+    return NULL;
+}
+
+static void *sg_sender(void *arg)
+{
+    (void)arg;
+    for (long n = 0; n < SG_SIGNALS && !failed(); n++) {
+        long before = atomic_load(&sg_count);
+        unsigned target = (unsigned)(n % (SG_WORKERS + 2));
+        int err = target == SG_WORKERS + 1
+                      ? (kill(getpid(), SIGUSR1) ? errno : 0)
+                      : pthread_kill(sg_workers[target], SIGUSR1);
+        if (err) {
+            FAIL("sending signal %ld: %s", n, strerror(err));
+            break;
+        }
+        atomic_fetch_add(&sg_sent, 1);
+        /* Wait for this one to be handled, so that none is merged with
+         * the next (a pending signal is not queued twice). */
+        if (!wait_at_least(&sg_count, before + 1, 10)) {
+            FAIL("signal %ld (target %u) not handled within 10 s", n, target);
+            break;
+        }
+    }
+    return NULL;
+}
+
+Test(threads, user_signals_during_collections, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    uint64_t *o = GC_MALLOC_ATOMIC(64);
+    cr_assert_not_null(o);
+    for (int j = 0; j < 8; j++)
+        o[j] = pat(0x516, (uint64_t)j);
+    sg_obj = o;
+    o = NULL;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = sg_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;                   /* no SA_RESTART: EINTR everywhere */
+    cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+
+    for (unsigned i = 0; i < SG_WORKERS; i++)
+        start_thread(&sg_workers[i], sg_worker, (void *)(uintptr_t)i);
+    start_thread(&sg_workers[SG_WORKERS], sg_spawner, NULL);
+    pthread_t sender;
+    start_thread(&sender, sg_sender, NULL);
+    GC_word gc0 = GC_get_gc_no();
+    join_thread(sender);
+    atomic_store(&sg_stop, 1);
+    for (unsigned i = 0; i <= SG_WORKERS; i++)
+        join_thread(sg_workers[i]);
+    signal(SIGUSR1, SIG_IGN);
+    assert_no_failures();
+    cr_assert_eq(atomic_load(&sg_sent), SG_SIGNALS);
+    cr_assert_eq(atomic_load(&sg_count), SG_SIGNALS, "%ld signals handled, %d sent",
+                 atomic_load(&sg_count), SG_SIGNALS);
+    cr_assert_gt(GC_get_gc_no() - gc0, 5, "only %lu collections ran",
+                 (unsigned long)(GC_get_gc_no() - gc0));
+    for (int j = 0; j < 8; j++)
+        cr_assert_eq(sg_obj[j], pat(0x516, (uint64_t)j), "object read by the handler corrupted");
+    clear_stack();
+    GC_gcollect();
+    heap_bounded("signals", total0, 32 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* 7. fork() while threads allocate                                     */
+
+#define FK_WORKERS 3
+#define FK_FORKS 8
+#define FK_NODES 3000
+
+static struct node *fk_main_list;              /* a root in .bss */
+static _Atomic(struct item *) fk_published[FK_WORKERS];
+static atomic_int fk_stop;
+static atomic_long fk_rounds[FK_WORKERS];
+
+static void *fk_worker(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint64_t i = 0;
+    while (!atomic_load(&fk_stop) && !failed()) {
+        uint64_t seed = ((uint64_t)(id + 1) << 40) | i;
+        struct item *it = item_new(seed);
+        if (!it) {
+            FAIL("worker %u: allocation failed", id);
+            break;
+        }
+        atomic_store(&fk_published[id], it);   /* complete before published */
+        garbage(16 * KiB, seed);
+        if (id == 0 && i % 16 == 0)
+            GC_gcollect();
+        const char *err = item_check(it);
+        CHECK(!err, "worker %u, item %llu: %s", id, (unsigned long long)i, err);
+        atomic_fetch_add(&fk_rounds[id], 1);
+        i++;
+    }
+    return NULL;
+}
+
+static void *fk_child_thread(void *arg)
+{
+    return list_build((uint64_t)(uintptr_t)arg, 100);
+}
+
+/* In the child: no cr_assert (it would report to the runner as the
+ * test); an exit code per kind of failure. */
+static NOINLINE int fk_child(void)
+{
+    alarm(20);                         /* a deadlock kills the child */
+    if (list_check(fk_main_list, 0xf0f0, FK_NODES))
+        return 10;
+    for (unsigned w = 0; w < FK_WORKERS; w++) {
+        struct item *it = atomic_load(&fk_published[w]);
+        if (it && item_check(it))
+            return 11;
+    }
+    struct node *mine = list_build(0xc41d, 1000);
+    if (!mine)
+        return 12;
+    for (int i = 0; i < 10; i++) {
+        garbage(512 * KiB, (uint64_t)i);
+        GC_gcollect();
+    }
+    if (list_check(mine, 0xc41d, 1000))
+        return 13;
+    if (list_check(fk_main_list, 0xf0f0, FK_NODES))
+        return 14;
+    /* Threads work in the child too. */
+    pthread_t t;
+    if (pthread_create(&t, NULL, fk_child_thread, (void *)(uintptr_t)0xabc))
+        return 15;
+    void *ret = NULL;
+    if (pthread_join(t, &ret) || !ret || list_check(ret, 0xabc, 100))
+        return 16;
+    GC_gcollect();
+    if (list_check(mine, 0xc41d, 1000) || list_check(fk_main_list, 0xf0f0, FK_NODES))
+        return 17;
+    if (heap_size() > 64 * MiB)
+        return 18;
+    return 0;
+}
+
+Test(threads, fork_with_threads_running, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    fk_main_list = list_build(0xf0f0, FK_NODES);
+    cr_assert_not_null(fk_main_list);
+    pthread_t t[FK_WORKERS];
+    for (unsigned i = 0; i < FK_WORKERS; i++)
+        start_thread(&t[i], fk_worker, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < FK_WORKERS; i++)
+        cr_assert(wait_at_least(&fk_rounds[i], 2, 10), "worker %u does not run", i);
+
+    for (int f = 0; f < FK_FORKS; f++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+        if (pid == 0)
+            _exit(fk_child());
+        int status = 0;
+        pid_t w;
+        while ((w = waitpid(pid, &status, 0)) == -1 && errno == EINTR)
+            ;
+        cr_assert_eq(w, pid);
+        cr_assert(WIFEXITED(status), "fork %d: the child died of signal %d%s", f,
+                  WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+                  WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM ? " (hung)" : "");
+        cr_assert_eq(WEXITSTATUS(status), 0, "fork %d: the child failed with code %d", f,
+                     WEXITSTATUS(status));
+        /* The parent carries on: its threads allocate between forks. */
+        long r0 = atomic_load(&fk_rounds[0]);
+        cr_assert(wait_at_least(&fk_rounds[0], r0 + 2, 10), "worker 0 stalled after fork %d", f);
+    }
+    atomic_store(&fk_stop, 1);
+    for (unsigned i = 0; i < FK_WORKERS; i++)
+        join_thread(t[i]);
+    assert_no_failures();
+    GC_gcollect();
+    cr_assert_eq(list_check(fk_main_list, 0xf0f0, FK_NODES), 0, "parent's list corrupted");
+    heap_bounded("fork", total0, 64 * MiB, 24 * MiB);
+}
+
+/* ================================================================== */
+/* 8. Threads not created by GC_pthread_create                          */
+
+#define RG_NODES 1000
+
+static atomic_long rg_phase;           /* handshake with the test */
+static atomic_long rg_collected;
+
+/* Runs in a thread made by the real pthread_create. */
+static NOINLINE void rg_body(const struct GC_stack_base *given)
+{
+    volatile int local = 0;
+    CHECK(!GC_thread_is_registered(), "thread registered before GC_register_my_thread");
+    struct GC_stack_base sb = { 0 };
+    if (given) {
+        sb = *given;
+    } else {
+        CHECK(GC_get_stack_base(&sb) == GC_SUCCESS, "GC_get_stack_base failed");
+    }
+    CHECK((uintptr_t)sb.mem_base > (uintptr_t)&local &&
+          (uintptr_t)sb.mem_base - (uintptr_t)&local < 64 * MiB,
+          "stack base %p is not above this frame (%p)", sb.mem_base, (void *)&local);
+    int rc = GC_register_my_thread(&sb);
+    CHECK(rc == GC_SUCCESS, "GC_register_my_thread returned %d", rc);
+    rc = GC_register_my_thread(&sb);
+    CHECK(rc == GC_DUPLICATE, "second GC_register_my_thread returned %d, not GC_DUPLICATE", rc);
+    CHECK(GC_thread_is_registered() == 1, "GC_thread_is_registered() after registering");
+
+    struct node *volatile list = list_build(0x5e9, RG_NODES);     /* this stack only */
+    CHECK(list != NULL, "allocation failed");
+    atomic_store(&rg_phase, 1);
+    /* The test collects (and allocates) while we wait. */
+    if (!wait_at_least(&rg_collected, 1, 30))
+        FAIL("the test did not collect");
+    size_t bad = list_check(list, 0x5e9, RG_NODES);
+    CHECK(!bad, "list on the registered thread's stack: node %zu corrupted", bad - 1);
+    CHECK(lfgc_is_live(list), "list on the registered thread's stack reclaimed");
+
+    rc = GC_unregister_my_thread();
+    CHECK(rc == GC_SUCCESS, "GC_unregister_my_thread returned %d", rc);
+    CHECK(GC_thread_is_registered() == 0, "GC_thread_is_registered() after unregistering");
+    rc = GC_unregister_my_thread();
+    CHECK(rc == GC_NOT_FOUND, "second GC_unregister_my_thread returned %d", rc);
+
+    /* Unknown to the collector again: it must not try to stop us.  With
+     * the suspend signal blocked, a collection that did would hang. */
+    sigset_t s, old;
+    sigemptyset(&s);
+    sigaddset(&s, GC_get_suspend_signal());
+    real_pthread_sigmask(SIG_BLOCK, &s, &old);
+    atomic_store(&rg_phase, 2);
+    if (!wait_at_least(&rg_collected, 2, 30))
+        FAIL("the test did not collect after the unregistration");
+    real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void *rg_thread(void *arg)
+{
+    (void)arg;
+    rg_body(NULL);
+    return NULL;
+}
+
+static void *rg_with_base(struct GC_stack_base *sb, void *arg)
+{
+    (void)arg;
+    rg_body(sb);
+    return NULL;
+}
+
+static void *rg_thread_call_with_base(void *arg)
+{
+    return GC_call_with_stack_base(rg_with_base, arg);
+}
+
+static void rg_run(void *(*fn)(void *))
+{
+    atomic_store(&rg_phase, 0);
+    atomic_store(&rg_collected, 0);
+    pthread_t t;
+    cr_assert_eq(real_pthread_create(&t, NULL, fn, NULL), 0);
+    cr_assert(wait_at_least(&rg_phase, 1, 10) || failed(), "thread did not register");
+    for (int i = 0; i < 20 && !failed(); i++) {
+        garbage(1 * MiB, (uint64_t)i);
+        GC_gcollect();
+    }
+    atomic_store(&rg_collected, 1);
+    cr_assert(wait_at_least(&rg_phase, 2, 10) || failed(), "thread did not unregister");
+    for (int i = 0; i < 5 && !failed(); i++)
+        GC_gcollect();
+    atomic_store(&rg_collected, 2);
+    cr_assert_eq(real_pthread_join(t, NULL), 0);
+    assert_no_failures();
+}
+
+Test(threads, register_foreign_thread, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    GC_allow_register_threads();
+    cr_assert_eq(GC_thread_is_registered(), 1, "the main thread is not registered");
+    cr_assert_eq(GC_register_my_thread(NULL), GC_DUPLICATE);
+    rg_run(rg_thread);
+    rg_run(rg_thread_call_with_base);
+    clear_stack();
+    GC_gcollect();
+    heap_bounded("register", total0, 32 * MiB, 8 * MiB);
+}
+
+/* A thread of the real pthread_create that just allocates: registered by
+ * its first allocation, unregistered when it exits. */
+static atomic_long au_phase;
+
+static void *au_thread(void *arg)
+{
+    (void)arg;
+    struct node *volatile list = list_build(0xa070, RG_NODES);
+    atomic_store(&au_phase, 1);
+    if (!wait_at_least(&au_phase, 2, 30))
+        FAIL("the test did not collect");
+    CHECK(GC_thread_is_registered(), "not registered by its allocation");
+    size_t bad = list_check(list, 0xa070, RG_NODES);
+    CHECK(!bad, "list on an implicitly registered thread's stack: node %zu corrupted", bad - 1);
+    return NULL;
+}
+
+Test(threads, implicitly_registered_thread, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    GC_allow_register_threads();
+    for (int round = 0; round < 3; round++) {
+        atomic_store(&au_phase, 0);
+        pthread_t t;
+        cr_assert_eq(real_pthread_create(&t, NULL, au_thread, NULL), 0);
+        cr_assert(wait_at_least(&au_phase, 1, 10), "thread did not start");
+        for (int i = 0; i < 10; i++) {
+            garbage(1 * MiB, (uint64_t)i);
+            GC_gcollect();
+        }
+        atomic_store(&au_phase, 2);
+        cr_assert_eq(real_pthread_join(t, NULL), 0);
+        assert_no_failures();
+        /* The exited thread must be gone from the registry: collections
+         * still complete. */
+        for (int i = 0; i < 5; i++)
+            GC_gcollect();
+    }
+    heap_bounded("implicit registration", total0, 24 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* 9. GC_do_blocking and GC_call_with_gc_active                         */
+
+static pthread_mutex_t bk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bk_cond = PTHREAD_COND_INITIALIZER;
+static atomic_long bk_state;
+/* 0 start, 1 thread blocking, 2 test collected: leave blocking,
+ * 3 thread active inside, 4 test collected: finish. */
+
+static bool bk_wait_for(long want, double secs)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += (time_t)secs;
+    pthread_mutex_lock(&bk_lock);
+    while (atomic_load(&bk_state) < want) {
+        if (pthread_cond_timedwait(&bk_cond, &bk_lock, &deadline) == ETIMEDOUT)
+            break;
+    }
+    bool ok = atomic_load(&bk_state) >= want;
+    pthread_mutex_unlock(&bk_lock);
+    return ok;
+}
+
+static void bk_set(long s)
+{
+    pthread_mutex_lock(&bk_lock);
+    atomic_store(&bk_state, s);
+    pthread_cond_broadcast(&bk_cond);
+    pthread_mutex_unlock(&bk_lock);
+}
+
+static void *bk_active(void *arg)
+{
+    (void)arg;
+    struct node *volatile list = list_build(0xac7, 1000);
+    CHECK(list != NULL, "allocation inside GC_call_with_gc_active failed");
+    bk_set(3);
+    if (!bk_wait_for(4, 30))
+        FAIL("the test did not collect while the thread was active");
+    size_t bad = list_check(list, 0xac7, 1000);
+    CHECK(!bad, "list allocated in GC_call_with_gc_active: node %zu corrupted", bad - 1);
+    CHECK(lfgc_is_live(list), "list allocated in GC_call_with_gc_active reclaimed");
+    return list;
+}
+
+static void *bk_blocked(void *arg)
+{
+    (void)arg;
+    /* The collector must not stop a thread inside GC_do_blocking: block
+     * the suspend signal, so that collections would hang if it tried. */
+    sigset_t s, old;
+    sigemptyset(&s);
+    sigaddset(&s, GC_get_suspend_signal());
+    real_pthread_sigmask(SIG_BLOCK, &s, &old);
+    bk_set(1);
+    bool ok = bk_wait_for(2, 30);
+    real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!ok) {
+        FAIL("collections did not complete while a thread was in GC_do_blocking");
+        return NULL;
+    }
+    return GC_call_with_gc_active(bk_active, NULL);
+}
+
+static NOINLINE void *bk_thread(void *arg)
+{
+    (void)arg;
+    /* Held in the frame that calls GC_do_blocking: still scanned. */
+    struct node *volatile before = list_build(0xbef, 1000);
+    struct node *inner = GC_do_blocking(bk_blocked, NULL);
+    size_t bad = list_check(before, 0xbef, 1000);
+    CHECK(!bad, "list held above GC_do_blocking: node %zu corrupted", bad - 1);
+    bad = inner ? list_check(inner, 0xac7, 1000) : 1;
+    CHECK(!bad, "list returned through GC_do_blocking: node %zu corrupted", bad - 1);
+    return NULL;
+}
+
+Test(threads, do_blocking_and_call_with_gc_active, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    pthread_t t;
+    start_thread(&t, bk_thread, NULL);
+    cr_assert(bk_wait_for(1, 10), "thread did not enter GC_do_blocking");
+    GC_word g0 = GC_get_gc_no();
+    for (int i = 0; i < 20; i++) {
+        garbage(1 * MiB, (uint64_t)i);
+        GC_gcollect();
+    }
+    cr_assert_geq(GC_get_gc_no(), g0 + 20, "collections did not advance: %lu -> %lu",
+                  (unsigned long)g0, (unsigned long)GC_get_gc_no());
+    bk_set(2);
+    cr_assert(bk_wait_for(3, 10) || failed(), "thread did not call GC_call_with_gc_active");
+    g0 = GC_get_gc_no();
+    for (int i = 0; i < 20 && !failed(); i++) {
+        garbage(1 * MiB, (uint64_t)(i + 100));
+        GC_gcollect();
+    }
+    cr_assert_geq(GC_get_gc_no(), g0 + 20);
+    bk_set(4);
+    join_thread(t);
+    assert_no_failures();
+    heap_bounded("do_blocking", total0, 32 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* 10. Parallel marking: GC_MARKERS=1 and GC_MARKERS=2                  */
+
+struct tnode {
+    struct tnode *left, *right;
+    uint64_t key;
+    uint64_t depth;
+};
+
+static struct tnode *tree_build(uint64_t key, unsigned depth)
+{
+    struct tnode *t = GC_MALLOC(sizeof *t);
+    if (!t)
+        return NULL;
+    t->key = pat(key, 0);
+    t->depth = depth;
+    if (depth > 0) {
+        t->left = tree_build(2 * key, depth - 1);
+        t->right = tree_build(2 * key + 1, depth - 1);
+    }
+    return t;
+}
+
+/* Number of intact nodes; stops counting at a bad one. */
+static size_t tree_check(const struct tnode *t, uint64_t key, unsigned depth)
+{
+    if (!t || t->key != pat(key, 0) || t->depth != depth)
+        return 0;
+    if (depth == 0)
+        return t->left || t->right ? 0 : 1;
+    return 1 + tree_check(t->left, 2 * key, depth - 1) + tree_check(t->right, 2 * key + 1, depth - 1);
+}
+
+#define MK_TREE_DEPTH 16
+#define MK_LISTS 4096
+#define MK_LIST_LEN 24
+#define MK_CHAIN 100000
+
+static struct tnode *mk_tree;
+static struct node **mk_lists;         /* a 32 KiB array of lists */
+static struct node *mk_chain;          /* one long list */
+static atomic_int mk_stop;
+
+static void *mk_mutator(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint64_t i = 0;
+    while (!atomic_load(&mk_stop) && !failed()) {
+        uint64_t seed = ((uint64_t)(id + 1) << 48) | i;
+        struct tnode *volatile t = tree_build(seed, 8);
+        garbage(32 * KiB, seed);
+        size_t n = tree_check(t, seed, 8);
+        CHECK(n == 511, "mutator %u: tree %llu has %zu intact nodes", id,
+              (unsigned long long)i, n);
+        i++;
+    }
+    return NULL;
+}
+
+static void mk_verify(const char *when)
+{
+    size_t n = tree_check(mk_tree, 1, MK_TREE_DEPTH);
+    cr_assert_eq(n, ((size_t)2 << MK_TREE_DEPTH) - 1, "%s: tree has %zu intact nodes", when, n);
+    for (size_t i = 0; i < MK_LISTS; i++) {
+        size_t bad = list_check(mk_lists[i], 0x1157 + i, MK_LIST_LEN);
+        cr_assert_eq(bad, 0, "%s: list %zu node %zu corrupted", when, i, bad - 1);
+    }
+    size_t bad = list_check(mk_chain, 0xc4a1, MK_CHAIN);
+    cr_assert_eq(bad, 0, "%s: chain node %zu corrupted", when, bad - 1);
+}
+
+static void markers_run(const char *markers, const char *stack_max)
+{
+    reset_failures();
+    /* The environment is read by GC_init: this process must not have
+     * initialised the collector yet (Criterion runs each test in a new
+     * process). */
+    cr_assert(!GC_is_init_called(),
+              "the collector is already initialised; run without --no-fork");
+    setenv("GC_MARKERS", markers, 1);
+    if (stack_max)
+        setenv("LFGC_MARK_STACK_MAX", stack_max, 1);
+    int tasks0 = count_tasks();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+
+    mk_tree = tree_build(1, MK_TREE_DEPTH);
+    mk_lists = GC_MALLOC(MK_LISTS * sizeof *mk_lists);
+    cr_assert_not_null(mk_lists);
+    for (size_t i = 0; i < MK_LISTS; i++)
+        mk_lists[i] = list_build(0x1157 + i, MK_LIST_LEN);
+    mk_chain = list_build(0xc4a1, MK_CHAIN);
+    mk_verify("built");
+    GC_gcollect();
+    int helpers = count_tasks() - tasks0;
+    int want = atoi(markers) - 1;
+    cr_assert_eq(helpers, want, "GC_MARKERS=%s: %d marker threads started, expected %d",
+                 markers, helpers, want);
+
+    pthread_t t[2];
+    for (unsigned i = 0; i < 2; i++)
+        start_thread(&t[i], mk_mutator, (void *)(uintptr_t)i);
+    for (int round = 0; round < 12 && !failed(); round++) {
+        garbage(2 * MiB, (uint64_t)round);
+        GC_gcollect();
+        mk_verify("after a collection");
+    }
+    atomic_store(&mk_stop, 1);
+    for (unsigned i = 0; i < 2; i++)
+        join_thread(t[i]);
+    assert_no_failures();
+    clear_stack();
+    GC_gcollect();
+    mk_verify("at the end");
+    heap_bounded("markers", total0, 48 * MiB, 64 * MiB);
+    cr_assert_lt(live_bytes(), 32 * MiB, "%llu bytes live", (unsigned long long)live_bytes());
+}
+
+Test(threads, parallel_markers_1, .timeout = 60)
+{
+    markers_run("1", NULL);
+}
+
+Test(threads, parallel_markers_2, .timeout = 60)
+{
+    markers_run("2", NULL);
+}
+
+/* Two markers and a mark stack too small for the structure: work sharing
+ * and overflow recovery together. */
+Test(threads, parallel_markers_2_stack_overflow, .timeout = 90)
+{
+    markers_run("2", "256");
+    struct lfgc_stats st;
+    lfgc_get_stats(&st);
+    cr_assert_gt(st.mark_stack_overflows, 0,
+                 "LFGC_MARK_STACK_MAX=256 never overflowed the mark stack");
+}
+
+/* ================================================================== */
+/* 11. An exiting thread's cached free slots                            */
+
+#define CE_THREADS 16
+#define CE_PER_THREAD 3
+#define CE_SIZE 40               /* class 48, with the extra byte */
+#define CE_MAIN 30000
+
+struct ce_obj {
+    uint64_t tag;
+    uint64_t words[4];
+};
+
+#define CE_KEEP 20000
+
+static void *ce_objs[CE_MAIN];             /* a root: keeps them all alive */
+static void *ce_keep[CE_KEEP / 3 + 1];     /* survivors of a first generation */
+static void *ce_thread_objs[CE_THREADS * 2][CE_PER_THREAD * 2];
+static atomic_int ce_stop;
+
+static uint64_t ce_tag(uint64_t owner, uint64_t i)
+{
+    return pat(owner, i);
+}
+
+static void ce_fill(void *p, uint64_t tag)
+{
+    uint64_t *w = p;
+    w[0] = tag;
+    for (int j = 1; j < 5; j++)
+        w[j] = mix(tag + (uint64_t)j) | (1ull << 63);
+}
+
+static bool ce_ok(const void *p, uint64_t tag)
+{
+    const uint64_t *w = p;
+    if (w[0] != tag)
+        return false;
+    for (int j = 1; j < 5; j++)
+        if (w[j] != (mix(tag + (uint64_t)j) | (1ull << 63)))
+            return false;
+    return true;
+}
+
+/* A few objects of each kind, then exit with the rest of the cached
+ * batch unused. */
+static void *ce_thread(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    for (unsigned k = 0; k < CE_PER_THREAD * 2; k++) {
+        void *p = k & 1 ? GC_MALLOC_ATOMIC(CE_SIZE) : GC_MALLOC(CE_SIZE);
+        if (!p) {
+            FAIL("thread %u: allocation failed", id);
+            return NULL;
+        }
+        ce_fill(p, ce_tag(1000 + id, k));
+        ce_thread_objs[id][k] = p;
+    }
+    return NULL;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void *ce_collector(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&ce_stop)) {
+        GC_gcollect();
+        sleep_ms(1);
+    }
+    return NULL;
+}
+
+Test(threads, exiting_thread_returns_cached_slots, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    /* Spans of the class with a third of their slots live: the threads'
+     * refills then sweep partly live spans, and exit in the middle of one. */
+    for (size_t i = 0; i < CE_KEEP; i++) {
+        void *p = i & 1 ? GC_MALLOC_ATOMIC(CE_SIZE) : GC_MALLOC(CE_SIZE);
+        cr_assert_not_null(p);
+        ce_fill(p, ce_tag(3, i));
+        if (i % 3 == 0)
+            ce_keep[i / 3] = p;
+    }
+    clear_stack();
+    GC_gcollect();
+    /* Phase 1: threads come and go one after another. */
+    for (unsigned i = 0; i < CE_THREADS; i++) {
+        pthread_t t;
+        start_thread(&t, ce_thread, (void *)(uintptr_t)i);
+        join_thread(t);
+    }
+    /* Phase 2: threads exit while main allocates the same class and
+     * another thread collects. */
+    pthread_t coll;
+    start_thread(&coll, ce_collector, NULL);
+    pthread_t t2[CE_THREADS];
+    unsigned next = 0;
+    for (size_t i = 0; i < CE_MAIN; i++) {
+        if (i % (CE_MAIN / (CE_THREADS + 1)) == 100 && next < CE_THREADS) {
+            start_thread(&t2[next], ce_thread, (void *)(uintptr_t)(CE_THREADS + next));
+            next++;
+        }
+        void *p = i & 1 ? GC_MALLOC_ATOMIC(CE_SIZE) : GC_MALLOC(CE_SIZE);
+        cr_assert_not_null(p);
+        ce_fill(p, ce_tag(7, i));
+        ce_objs[i] = p;
+    }
+    for (unsigned k = 0; k < next; k++)
+        join_thread(t2[k]);
+    atomic_store(&ce_stop, 1);
+    join_thread(coll);
+    assert_no_failures();
+    cr_assert_eq(next, CE_THREADS);
+
+    /* More of the same class after every thread is gone. */
+    GC_gcollect();
+    size_t nthr = (size_t)CE_THREADS * 2 * CE_PER_THREAD * 2;
+    size_t total = CE_MAIN + nthr + CE_KEEP / 3 + 1;
+    uintptr_t *addrs = malloc(total * sizeof *addrs);    /* not scanned: copies */
+    cr_assert_not_null(addrs);
+    size_t n = 0;
+    for (size_t i = 0; i < CE_MAIN; i++) {
+        cr_assert(ce_ok(ce_objs[i], ce_tag(7, i)), "main's object %zu overwritten", i);
+        cr_assert(lfgc_is_live(ce_objs[i]), "main's object %zu not live", i);
+        addrs[n++] = (uintptr_t)ce_objs[i];
+    }
+    for (unsigned id = 0; id < CE_THREADS * 2; id++)
+        for (unsigned k = 0; k < CE_PER_THREAD * 2; k++) {
+            void *p = ce_thread_objs[id][k];
+            cr_assert_not_null(p);
+            cr_assert(ce_ok(p, ce_tag(1000 + id, k)), "thread %u's object %u overwritten", id, k);
+            addrs[n++] = (uintptr_t)p;
+        }
+    for (size_t i = 0; i < CE_KEEP; i += 3) {
+        cr_assert(ce_ok(ce_keep[i / 3], ce_tag(3, i)), "first-generation object %zu overwritten", i);
+        addrs[n++] = (uintptr_t)ce_keep[i / 3];
+    }
+    qsort(addrs, n, sizeof *addrs, cmp_ptr);
+    for (size_t i = 1; i < n; i++)
+        cr_assert_neq(addrs[i], addrs[i - 1], "address %#lx handed out twice",
+                      (unsigned long)addrs[i]);
+    /* Slots 48 bytes apart at least: no overlap either. */
+    for (size_t i = 1; i < n; i++)
+        cr_assert_geq(addrs[i] - addrs[i - 1], CE_SIZE, "objects %#lx and %#lx overlap",
+                      (unsigned long)addrs[i - 1], (unsigned long)addrs[i]);
+    free(addrs);
+
+    /* A final round: allocate again, everything stays intact. */
+    for (size_t i = 0; i < 16 * MiB / 48; i++) {
+        void *p = i & 1 ? GC_MALLOC_ATOMIC(CE_SIZE) : GC_MALLOC(CE_SIZE);
+        cr_assert_not_null(p);
+        memset(p, 0xee, CE_SIZE);
+    }
+    GC_gcollect();
+    for (size_t i = 0; i < CE_MAIN; i++)
+        cr_assert(ce_ok(ce_objs[i], ce_tag(7, i)), "main's object %zu overwritten at the end", i);
+    for (unsigned id = 0; id < CE_THREADS * 2; id++)
+        for (unsigned k = 0; k < CE_PER_THREAD * 2; k++)
+            cr_assert(ce_ok(ce_thread_objs[id][k], ce_tag(1000 + id, k)),
+                      "thread %u's object %u overwritten at the end", id, k);
+    for (size_t i = 0; i < CE_KEEP; i += 3)
+        cr_assert(ce_ok(ce_keep[i / 3], ce_tag(3, i)),
+                  "first-generation object %zu overwritten at the end", i);
+    heap_bounded("exiting thread", total0, 16 * MiB, 8 * MiB);
+}
+
+/* ================================================================== */
+/* 12. Signals used by the collector                                    */
+
+Test(threads, default_signals)
+{
+    GC_INIT();
+    cr_assert_eq(GC_get_suspend_signal(), SIGPWR);
+    cr_assert_eq(GC_get_thr_restart_signal(), SIGXCPU);
+    /* Settable only before GC_init: ignored now. */
+    GC_set_suspend_signal(SIGUSR2);
+    GC_set_thr_restart_signal(SIGUSR2);
+    cr_assert_eq(GC_get_suspend_signal(), SIGPWR);
+    cr_assert_eq(GC_get_thr_restart_signal(), SIGXCPU);
+}
+
+/* pthread_sigmask (GC_pthread_sigmask) never blocks the suspend signal:
+ * a thread that blocks "everything" can still be stopped. */
+static atomic_long sm_phase;
+static atomic_long sm_allocated;
+
+static void *sm_thread(void *arg)
+{
+    (void)arg;
+    sigset_t all, cur;
+    sigfillset(&all);
+    CHECK(pthread_sigmask(SIG_BLOCK, &all, NULL) == 0, "pthread_sigmask failed");
+    real_pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    CHECK(!sigismember(&cur, GC_get_suspend_signal()), "the suspend signal got blocked");
+    CHECK(sigismember(&cur, SIGUSR1), "SIGUSR1 was not blocked");
+    struct node *volatile list = list_build(0x516a, 500);
+    atomic_store(&sm_phase, 1);
+    /* Busy, allocating, while the test collects. */
+    uint64_t i = 0;
+    while (atomic_load(&sm_phase) < 2 && !failed()) {
+        garbage(4 * KiB, i++);
+        atomic_fetch_add(&sm_allocated, 4 * KiB);
+        size_t bad = list_check(list, 0x516a, 500);
+        if (bad) {
+            FAIL("node %zu corrupted", bad - 1);
+            break;
+        }
+    }
+    return NULL;
+}
+
+Test(threads, pthread_sigmask_keeps_suspend_signal, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    pthread_t t;
+    start_thread(&t, sm_thread, NULL);
+    cr_assert(wait_at_least(&sm_phase, 1, 10));
+    GC_word g0 = GC_get_gc_no();
+    for (int i = 0; i < 30; i++)
+        GC_gcollect();
+    cr_assert_geq(GC_get_gc_no(), g0 + 30);
+    /* Let it allocate a while longer. */
+    cr_assert(wait_at_least(&sm_allocated, 24 * MiB, 30) || failed());
+    atomic_store(&sm_phase, 2);
+    join_thread(t);
+    assert_no_failures();
+    heap_bounded("sigmask", total0, 24 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* Detached and cancelled threads                                       */
+
+#define DT_THREADS 400
+
+static atomic_long dt_finished;
+
+static void *dt_thread(void *arg)
+{
+    uint64_t seed = (uint64_t)(uintptr_t)arg;
+    struct node *volatile l = list_build(seed, 50);
+    garbage(64 * KiB, seed);
+    CHECK(!list_check(l, seed, 50), "detached thread %llu: list corrupted",
+          (unsigned long long)seed);
+    atomic_fetch_add(&dt_finished, 1);
+    return l;
+}
+
+static void *cn_thread(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    struct node *volatile l = list_build(0xca7, 100);
+    (void)l;
+    char c;
+    for (;;)
+        (void)!read(fd, &c, 1);        /* a cancellation point, never returns data */
+    return NULL;
+}
+
+Test(threads, detached_and_cancelled_threads, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (unsigned i = 0; i < DT_THREADS; i++) {
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, i & 1 ? &attr : NULL, dt_thread,
+                                    (void *)(uintptr_t)(i + 1)), 0);
+        if (!(i & 1))
+            cr_assert_eq(pthread_detach(t), 0);     /* GC_pthread_detach */
+        if (i % 20 == 0)
+            GC_gcollect();
+    }
+    pthread_attr_destroy(&attr);
+    cr_assert(wait_at_least(&dt_finished, DT_THREADS, 30), "only %ld detached threads finished",
+              atomic_load(&dt_finished));
+
+    /* Cancelled while blocked in read(). */
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    for (int round = 0; round < 20; round++) {
+        pthread_t t;
+        start_thread(&t, cn_thread, (void *)(intptr_t)p[0]);
+        sleep_ms(2);
+        GC_gcollect();
+        cr_assert_eq(pthread_cancel(t), 0);         /* GC_pthread_cancel */
+        void *ret = join_thread(t);
+        cr_assert_eq(ret, PTHREAD_CANCELED);
+        GC_gcollect();
+    }
+    close(p[0]);
+    close(p[1]);
+    assert_no_failures();
+    sleep_ms(20);               /* let the last detached threads leave */
+    for (int i = 0; i < 3; i++)
+        GC_gcollect();
+    heap_bounded("detached", total0, 24 * MiB, 16 * MiB);
+}
+
+/* ================================================================== */
+/* GC_call_with_alloc_lock: mutual exclusion with allocation and collection */
+
+#define AL_THREADS 4
+#define AL_CALLS 2000
+
+static unsigned long al_counter;       /* only touched under the lock */
+static atomic_int al_stop;
+
+static void *al_fn(void *arg)
+{
+    (void)arg;
+    GC_word g = GC_get_gc_no();
+    unsigned long c = al_counter;
+    for (volatile int i = 0; i < 200; i++)
+        ;
+    al_counter = c + 1;
+    CHECK(GC_get_gc_no() == g, "a collection ran inside GC_call_with_alloc_lock");
+    return (void *)(uintptr_t)(c + 1);
+}
+
+static void *al_thread(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    for (unsigned i = 0; i < AL_CALLS && !failed(); i++) {
+        GC_call_with_alloc_lock(al_fn, NULL);
+        if (i % 16 == 0)
+            garbage(16 * KiB, ((uint64_t)id << 32) | i);
+    }
+    return NULL;
+}
+
+static void *al_collector(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&al_stop))
+        GC_gcollect();
+    return NULL;
+}
+
+Test(threads, call_with_alloc_lock, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    size_t total0 = GC_get_total_bytes();
+    pthread_t coll, t[AL_THREADS];
+    start_thread(&coll, al_collector, NULL);
+    for (unsigned i = 0; i < AL_THREADS; i++)
+        start_thread(&t[i], al_thread, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < AL_THREADS; i++)
+        join_thread(t[i]);
+    atomic_store(&al_stop, 1);
+    join_thread(coll);
+    assert_no_failures();
+    cr_assert_eq(al_counter, (unsigned long)AL_THREADS * AL_CALLS,
+                 "counter %lu: calls were not mutually exclusive", al_counter);
+    heap_bounded("alloc lock", total0, 8 * MiB, 16 * MiB);
+}

@@ -1,0 +1,339 @@
+/* test_util.h: helpers shared by lfgc's Criterion test programs.
+ *
+ * The collector is conservative: a stale copy of a pointer in a dead stack
+ * slot or a callee-saved register keeps its object alive.  Tests that check
+ * reclamation therefore
+ *   - allocate in separate noinline functions,
+ *   - keep their own references hidden (GC_HIDE_POINTER), revealing them only
+ *     inside noinline helpers,
+ *   - overwrite a large part of the stack below the caller before collecting
+ *     (tu_collect()),
+ *   - keep collections off (GC_disable) while they allocate objects that
+ *     they hold only in hidden form, until the objects are rooted: any
+ *     allocation may collect, and a hidden object is garbage.
+ */
+#ifndef LFGC_TEST_UTIL_H
+#define LFGC_TEST_UTIL_H
+
+/* Include this header before any system header: it needs _GNU_SOURCE. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <link.h>
+
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gc.h"
+#include "lfgc.h"
+#include "lowfat.h"
+
+#define TU_NOINLINE __attribute__((noinline, unused))
+#define TU_UNUSED   __attribute__((unused))
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+/* The size classes of the paper's configuration (Appendix A). */
+#define TU_NUM_CLASSES 61
+static const uint64_t tu_class_sizes[TU_NUM_CLASSES] TU_UNUSED = {
+    16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 192, 224, 256, 272, 320,
+    384, 448, 512, 528, 640, 768, 896, 1024, 1040, 1280, 1536, 1792, 2048,
+    2064, 2560, 3072, 3584, 4096, 4112, 5120, 6144, 7168, 8192, 8208, 10240,
+    12288,
+    1ull << 14, 1ull << 15, 1ull << 16, 1ull << 17, 1ull << 18, 1ull << 19,
+    1ull << 20, 1ull << 21, 1ull << 22, 1ull << 23, 1ull << 24, 1ull << 25,
+    1ull << 26, 1ull << 27, 1ull << 28, 1ull << 29, 1ull << 30, 1ull << 31,
+    1ull << 32, 1ull << 33,
+};
+
+/* Does class c exist in this build's layout (one object must fit in a
+ * region: the valgrind layout has 1 GiB regions)? */
+static inline int tu_class_exists(unsigned c)
+{
+    return tu_class_sizes[c] <= LOWFAT_REGION_SIZE;
+}
+
+/* ------------------------------------------------------------------ */
+/* Stack hygiene                                                       */
+
+/* Overwrite 256 KiB of stack below the caller's frame, wiping stale
+ * pointers that earlier calls left there.  The asm keeps the compiler
+ * from dropping the memset of an array that is never read. */
+static TU_NOINLINE void tu_clear_stack(void)
+{
+    char buf[256 * 1024];
+    memset(buf, 0, sizeof buf);
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+/* Wipe the stack, then collect. */
+static TU_NOINLINE void tu_collect(void)
+{
+    tu_clear_stack();
+    GC_gcollect();
+    tu_clear_stack();
+}
+
+static inline GC_hidden_pointer tu_hide(const void *p)
+{
+    return GC_HIDE_POINTER(p);
+}
+
+/* lfgc_is_live() of a hidden pointer, revealed only inside this frame. */
+static TU_NOINLINE int tu_live(GC_hidden_pointer h)
+{
+    return lfgc_is_live(GC_REVEAL_POINTER(h));
+}
+
+/* *slot = revealed h + offset, without the revealed value ever sitting in
+ * the caller's frame (a test body must hold only hidden pointers: the
+ * compiler spills temporaries where it likes). */
+static TU_NOINLINE void tu_store(void *volatile *slot, GC_hidden_pointer h, size_t offset)
+{
+    *slot = (char *)GC_REVEAL_POINTER(h) + offset;
+}
+
+/* Does *slot hold revealed h + offset? */
+static TU_NOINLINE int tu_slot_is(void *volatile *slot, GC_hidden_pointer h, size_t offset)
+{
+    return *slot == (char *)GC_REVEAL_POINTER(h) + offset;
+}
+
+/* GC_base(revealed h + offset) == revealed h? */
+static TU_NOINLINE int tu_base_is(GC_hidden_pointer h, size_t offset)
+{
+    char *p = GC_REVEAL_POINTER(h);
+    return GC_base(p + offset) == p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Warm-up: keep false references away from test objects               */
+
+/* Criterion links libcrypto, libgit2, libnanomsg and friends, whose static
+ * data (scanned as roots, as bdwgc does) hold a few hundred words such as
+ * 0x1000000010 or 0x6000000060: integers that happen to fall on the first
+ * slots of several size classes.  Whatever object is allocated there is
+ * retained for ever.  (bdwgc would blacklist those addresses; lfgc does
+ * not.)  So that "was it reclaimed?" tests do not depend on which slot an
+ * object happens to get, tu_warm_up() finds those words (in the writable
+ * segments of every shared object but lfgc's, which the collector skips),
+ * allocates every slot of the classes concerned up to the last such
+ * address, drops them all and collects: the slots pinned by a false
+ * reference stay allocated and live, and are never handed out again; the
+ * rest is reclaimed and reused normally. */
+#define TU_WARM_MAX_OFFSET ((uint64_t)16 << 20)   /* false refs deeper than this
+                                                      into a region are ignored */
+#define TU_WARM_MAX_SIZE   ((uint64_t)16 << 20)   /* classes up to 16 MiB */
+
+static uint64_t tu_warm_limit[TU_NUM_CLASSES] TU_UNUSED;
+
+static TU_UNUSED int tu_warm_scan(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t lfgc_base = (uintptr_t)data;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || info->dlpi_addr == lfgc_base)
+        return 0;                  /* the program itself, or lfgc */
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
+            continue;
+        uintptr_t lo = (info->dlpi_addr + ph->p_vaddr + 7) & ~(uintptr_t)7;
+        uintptr_t hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        for (const uint64_t *w = (const uint64_t *)lo; (uintptr_t)(w + 1) <= hi; w++) {
+            if (!lowfat_is_ptr((void *)*w))
+                continue;
+            uint64_t c = lowfat_index((void *)*w) - LOWFAT_FIRST_REGION;
+            uint64_t start = (uint64_t)lowfat_index((void *)*w) << LOWFAT_REGION_SHIFT;
+            if (tu_class_sizes[c] > TU_WARM_MAX_SIZE || *w - start >= TU_WARM_MAX_OFFSET)
+                continue;
+            if (*w + 1 > tu_warm_limit[c])
+                tu_warm_limit[c] = *w + 1;
+        }
+    }
+    return 0;
+}
+
+static TU_NOINLINE void tu_warm_up_alloc(void)
+{
+    Dl_info di;
+    memset(&di, 0, sizeof di);
+    dladdr((void *)(uintptr_t)&GC_malloc, &di);
+    memset(tu_warm_limit, 0, sizeof tu_warm_limit);
+    dl_iterate_phdr(tu_warm_scan, di.dli_fbase);
+    for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
+        if (!tu_warm_limit[c] || !tu_class_exists(c))
+            continue;
+        for (int i = 0; i < 1000000; i++) {
+            char *p = GC_malloc_atomic(tu_class_sizes[c] - 1);
+            if (!p || (uintptr_t)p >= tu_warm_limit[c])
+                break;
+        }
+    }
+}
+
+/* Words in the writable segments of the shared objects (not the program,
+ * not lfgc) that point into [lo, hi): false references the warm-up could
+ * not cover (in classes larger than TU_WARM_MAX_SIZE, or deep in a
+ * region).  An object they point to is rightly retained. */
+struct tu_ref_query {
+    uintptr_t lo, hi, lfgc_base;
+    size_t count;
+};
+
+static TU_UNUSED int tu_foreign_scan(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct tu_ref_query *q = data;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || info->dlpi_addr == q->lfgc_base)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
+            continue;
+        uintptr_t lo = (info->dlpi_addr + ph->p_vaddr + 7) & ~(uintptr_t)7;
+        uintptr_t hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+        for (const uint64_t *w = (const uint64_t *)lo; (uintptr_t)(w + 1) <= hi; w++)
+            if (*w >= q->lo && *w < q->hi)
+                q->count++;
+    }
+    return 0;
+}
+
+static TU_UNUSED size_t tu_foreign_refs(uintptr_t lo, uintptr_t hi)
+{
+    Dl_info di;
+    memset(&di, 0, sizeof di);
+    dladdr((void *)(uintptr_t)&GC_malloc, &di);
+    struct tu_ref_query q = { lo, hi, (uintptr_t)di.dli_fbase, 0 };
+    dl_iterate_phdr(tu_foreign_scan, &q);
+    return q.count;
+}
+
+/* The collector's figures right after the warm-up (the pinned slots are
+ * live: compare live and heap sizes with these). */
+static struct lfgc_stats tu_base_stats TU_UNUSED;
+
+static TU_UNUSED void tu_warm_up(void)
+{
+    GC_INIT();
+    tu_warm_up_alloc();
+    tu_collect();
+    lfgc_get_stats(&tu_base_stats);
+}
+
+/* ------------------------------------------------------------------ */
+/* Deterministic pseudo-random numbers (xorshift64*)                    */
+
+static inline uint64_t tu_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+/* A value for word j of object i, never a heap address: bit 63 is set.
+ * (Objects filled with these retain nothing.) */
+static inline uint64_t tu_pattern(uint64_t i, uint64_t j)
+{
+    return ((i * 0x9e3779b97f4a7c15ull) ^ (j * 0xc2b2ae3d27d4eb4full)) | (1ull << 63);
+}
+
+/* Byte pattern for byte j of object i. */
+static inline unsigned char tu_byte(uint64_t i, uint64_t j)
+{
+    return (unsigned char)((i * 131u + j * 7u + (j >> 8)) ^ 0x5a);
+}
+
+static inline void tu_fill_bytes(void *p, size_t n, uint64_t seed)
+{
+    unsigned char *b = p;
+    for (size_t j = 0; j < n; j++)
+        b[j] = tu_byte(seed, j);
+}
+
+/* Index of the first byte that differs from the pattern, or n. */
+static inline size_t tu_check_bytes(const void *p, size_t n, uint64_t seed)
+{
+    const unsigned char *b = p;
+    for (size_t j = 0; j < n; j++)
+        if (b[j] != tu_byte(seed, j))
+            return j;
+    return n;
+}
+
+/* Index of the first nonzero byte of p[0..n), or n. */
+static inline size_t tu_first_nonzero(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        uint64_t w;
+        memcpy(&w, b + j, 8);
+        if (w)
+            break;
+    }
+    for (; j < n; j++)
+        if (b[j])
+            return j;
+    return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* A warn proc that records what it is given                           */
+
+#define TU_MAX_WARNINGS 64
+struct tu_warning {
+    char msg[512];
+    GC_hidden_pointer arg;   /* hidden: a recorded pointer must not retain */
+};
+static struct tu_warning tu_warnings[TU_MAX_WARNINGS] TU_UNUSED;
+static int tu_warn_count TU_UNUSED;
+
+static TU_UNUSED void tu_warn_proc(char *msg, GC_word arg)
+{
+    if (tu_warn_count < TU_MAX_WARNINGS) {
+        struct tu_warning *w = &tu_warnings[tu_warn_count];
+        snprintf(w->msg, sizeof w->msg, "%s", msg ? msg : "(null)");
+        w->arg = GC_HIDE_POINTER(arg);
+    }
+    tu_warn_count++;
+}
+
+static TU_UNUSED void tu_warn_reset(void)
+{
+    memset(tu_warnings, 0, sizeof tu_warnings);
+    tu_warn_count = 0;
+}
+
+static TU_UNUSED GC_word tu_warn_arg(int i)
+{
+    return (GC_word)GC_REVEAL_POINTER(tu_warnings[i].arg);
+}
+
+/* Number of printf conversions in a format ("%%" is not one). */
+static TU_UNUSED int tu_count_conversions(const char *fmt)
+{
+    int n = 0;
+    for (const char *s = fmt; *s; s++) {
+        if (*s != '%')
+            continue;
+        if (s[1] == '%') {
+            s++;
+            continue;
+        }
+        n++;
+    }
+    return n;
+}
+
+#endif /* LFGC_TEST_UTIL_H */
