@@ -37,6 +37,8 @@ struct mark_entry {
 #define PREFETCH_DEPTH 8
 #define MAX_MARKERS 16
 #define PACKET_ENTRIES 256
+/* pause instructions an idle marker spins before it sleeps (~100 us). */
+#define IDLE_SPINS 20000
 /* A marker shares work once its stack is at least this deep and some
  * marker could take it. */
 #define SHARE_MIN 16
@@ -267,12 +269,23 @@ static void mark_until_done(struct marker *m)
                 break;
             unsigned idle = atomic_fetch_add(&idle_markers, 1) + 1;
             if (idle == active_markers) {
-                work_done = true;
+                __atomic_store_n(&work_done, true, __ATOMIC_RELEASE);
                 atomic_fetch_sub(&idle_markers, 1);
                 pthread_cond_broadcast(&work_cond);
                 break;
             }
-            pthread_cond_wait(&work_cond, &work_lock);
+            /* Work usually comes back within microseconds: spin on the
+             * shared list before paying for a sleep and a wake-up. */
+            pthread_mutex_unlock(&work_lock);
+            for (unsigned i = 0; i < IDLE_SPINS; i++) {
+                if (__atomic_load_n(&work_list, __ATOMIC_ACQUIRE) ||
+                    __atomic_load_n(&work_done, __ATOMIC_ACQUIRE))
+                    break;
+                __builtin_ia32_pause();
+            }
+            pthread_mutex_lock(&work_lock);
+            if (!work_list && !work_done)
+                pthread_cond_wait(&work_cond, &work_lock);
             atomic_fetch_sub(&idle_markers, 1);
         }
         if (!p) {
