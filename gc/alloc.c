@@ -120,7 +120,7 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
         uint64_t top = qb * r->size;
         size_t idx = lowfat_index((void *)r->start);
         if (top > lowfat_heap_top[idx])
-            __atomic_store_n(&lowfat_heap_top[idx], top, __ATOMIC_RELEASE);
+            AO_store_release((volatile AO_t *)&lowfat_heap_top[idx], top);
     }
     hs.heap_bytes += bytes;
     span_take(r, s, kind);
@@ -201,9 +201,9 @@ static void *sweep_whole_span(struct region *r, struct span *s, bool fresh, size
  * by sweeping threads, hence atomic everywhere. */
 void count_allocated(int64_t bytes)
 {
-    __atomic_fetch_add(&hs.allocd_since_gc, (uint64_t)bytes, __ATOMIC_RELAXED);
+    AO_fetch_and_add((volatile AO_t *)&hs.allocd_since_gc, (AO_t)bytes);
     if (bytes > 0)
-        __atomic_fetch_add(&hs.total_allocd, (uint64_t)bytes, __ATOMIC_RELAXED);
+        AO_fetch_and_add((volatile AO_t *)&hs.total_allocd, (AO_t)bytes);
 }
 
 static unsigned max_retries(void)
@@ -338,7 +338,7 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
 /* Threads sweeping (or building the list of a fresh span) outside the
  * lock.  A collection waits for them before it stops the world, so that
  * no span is half swept while it marks. */
-atomic_uint sweepers;
+volatile AO_t sweepers;
 
 /* A span to sweep, or a fresh one, for (class, kind), claimed under the
  * lock.  Collects or grows the heap as the policy says; NULL when out of
@@ -379,14 +379,14 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
 /* A thread sweeps outside the lock only between sweep_enter() and
  * sweep_exit(); a collection raises gc_pending, then waits for sweepers to
  * drop to zero, so it never sees a half-swept span.  (Both sides use
- * sequentially consistent atomics: one of them always sees the other.) */
-atomic_bool gc_pending;
+ * full-barrier operations: one of them always sees the other.) */
+volatile AO_t gc_pending;
 
 static bool sweep_enter(void)
 {
-    atomic_fetch_add(&sweepers, 1);
-    if (atomic_load(&gc_pending)) {
-        atomic_fetch_sub(&sweepers, 1);
+    AO_fetch_and_add1_full(&sweepers);
+    if (AO_load_full(&gc_pending)) {
+        AO_fetch_and_sub1_full(&sweepers);
         return false;
     }
     return true;
@@ -394,7 +394,7 @@ static bool sweep_enter(void)
 
 static void sweep_exit(void)
 {
-    atomic_fetch_sub(&sweepers, 1);
+    AO_fetch_and_sub1_full(&sweepers);
 }
 
 /* Slots handed to a cache per refill: a few KiB, so that caches stay
@@ -618,7 +618,7 @@ void cache_return(struct thread_cache *tc)
             class_kinds[c][k].free = head;
             class_kind_free_count[c][k] += n;
             uint64_t bytes = (uint64_t)n * regions[c].size;
-            uint64_t since = __atomic_load_n(&hs.allocd_since_gc, __ATOMIC_RELAXED);
+            uint64_t since = AO_load((volatile AO_t *)&hs.allocd_since_gc);
             count_allocated(-(int64_t)(bytes < since ? bytes : since));
             tc->free[k][c] = NULL;
         }

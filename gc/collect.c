@@ -105,7 +105,7 @@ bool should_collect(void)
 {
     if (GC_dont_gc || collecting)
         return false;
-    uint64_t since = __atomic_load_n(&hs.allocd_since_gc, __ATOMIC_RELAXED);
+    uint64_t since = AO_load((volatile AO_t *)&hs.allocd_since_gc);
     uint64_t allocd = since > hs.freed_since_gc ? since - hs.freed_since_gc : 0;
     /* Stacks count twice, as in bdwgc: they are expensive to scan. */
     uint64_t scan = 2 * hs.live_ptrful + hs.live_ptrfree / 4 + roots_size() +
@@ -146,8 +146,8 @@ void collect(const char *why)
     collecting = true;
     /* Threads sweeping outside the lock finish first: new ones cannot
      * start while we hold it. */
-    atomic_store(&gc_pending, true);
-    while (atomic_load(&sweepers))
+    AO_store_full(&gc_pending, 1);
+    while (AO_load_full(&sweepers))
         sched_yield();
     event(GC_EVENT_START);
     uint64_t t0 = now_ns();
@@ -183,7 +183,7 @@ void collect(const char *why)
     stats_record_pause(pause);
     if (print_stats)
         stats_print_collection(pause);
-    atomic_store(&gc_pending, false);
+    AO_store_full(&gc_pending, 0);
     collecting = false;
     event(GC_EVENT_END);
 }

@@ -15,7 +15,7 @@
 #ifndef LFGC_INTERNAL_H
 #define LFGC_INTERNAL_H
 
-#include <stdatomic.h>
+#include <atomic_ops.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -187,8 +187,8 @@ void *alloc_aligned(size_t align, size_t bytes, unsigned kind);
 void free_object(void *p, const char *who);
 void caches_discard(void);
 void count_allocated(int64_t bytes);
-extern atomic_uint sweepers;
-extern atomic_bool gc_pending;
+extern volatile AO_t sweepers;
+extern volatile AO_t gc_pending;
 void span_free(struct region *r, struct span *s);
 void release_idle_spans(bool all);
 bool heap_expand(size_t bytes);

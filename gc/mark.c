@@ -61,19 +61,19 @@ static struct marker markers[MAX_MARKERS];
 static unsigned num_markers = 1;        /* configured                    */
 static unsigned helpers_started;        /* helper threads running         */
 static size_t stack_limit;              /* entries a stack may grow to    */
-static atomic_bool overflowed;
+static volatile AO_t overflowed;
 
 static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
 static struct packet *work_list;        /* shared work                     */
 static struct packet *spare_packets;
-static atomic_uint idle_markers;        /* joined markers waiting for work  */
-static atomic_uint sleeping_helpers;    /* helpers outside any cycle         */
+static volatile AO_t idle_markers;      /* joined markers waiting for work  */
+static volatile AO_t sleeping_helpers;  /* helpers outside any cycle         */
 static unsigned active_markers;         /* markers taking part this cycle   */
 static unsigned helpers_busy;           /* helpers that joined this cycle   */
 static bool cycle_open;                 /* a mark is in progress            */
-static bool work_done;
+static volatile AO_t work_done;
 
 /* ------------------------------------------------------------------ */
 /* Stacks                                                              */
@@ -112,8 +112,8 @@ push_slow(struct marker *m, struct mark_entry *top, uintptr_t lo, uintptr_t hi)
 {
     m->top = top;
     if (!stack_grow(m)) {
-        if (!atomic_exchange_explicit(&overflowed, true, memory_order_relaxed))
-            __atomic_fetch_add(&hs.mark_overflows, 1, __ATOMIC_RELAXED);
+        if (AO_compare_and_swap_full(&overflowed, 0, 1))
+            AO_fetch_and_add1((volatile AO_t *)&hs.mark_overflows);
         return top;                  /* marked, not scanned: recovered later */
     }
     top = m->top;
@@ -144,8 +144,9 @@ mark_word(struct marker *m, uintptr_t w, struct mark_entry *top, const bool atom
     if (*word & mask)
         return top;
     if (atomic) {
-        if (__atomic_fetch_or(word, mask, __ATOMIC_RELAXED) & mask)
-            return top;              /* another marker won */
+        /* Two markers racing for one object may both scan it: harmless,
+         * and cheaper than learning who won. */
+        AO_or((volatile AO_t *)word, mask);
     } else {
         *word |= mask;
     }
@@ -227,9 +228,9 @@ static inline __attribute__((always_inline)) void drain_impl(struct marker *m, c
         count--;
         top = scan_words(m, e.lo, e.hi, top, atomic);
         if (atomic && top - m->stack >= SHARE_MIN &&
-            (atomic_load_explicit(&idle_markers, memory_order_relaxed) ||
-             (atomic_load_explicit(&sleeping_helpers, memory_order_relaxed) &&
-              !__atomic_load_n(&work_list, __ATOMIC_RELAXED)))) {
+            (AO_load(&idle_markers) ||
+             (AO_load(&sleeping_helpers) &&
+              !AO_load((volatile AO_t *)&work_list)))) {
             m->top = top;
             share(m);
             top = m->top;
@@ -267,10 +268,10 @@ static void mark_until_done(struct marker *m)
             }
             if (work_done)
                 break;
-            unsigned idle = atomic_fetch_add(&idle_markers, 1) + 1;
+            AO_t idle = AO_fetch_and_add1_full(&idle_markers) + 1;
             if (idle == active_markers) {
-                __atomic_store_n(&work_done, true, __ATOMIC_RELEASE);
-                atomic_fetch_sub(&idle_markers, 1);
+                AO_store_release(&work_done, 1);
+                AO_fetch_and_sub1_full(&idle_markers);
                 pthread_cond_broadcast(&work_cond);
                 break;
             }
@@ -278,15 +279,15 @@ static void mark_until_done(struct marker *m)
              * shared list before paying for a sleep and a wake-up. */
             pthread_mutex_unlock(&work_lock);
             for (unsigned i = 0; i < IDLE_SPINS; i++) {
-                if (__atomic_load_n(&work_list, __ATOMIC_ACQUIRE) ||
-                    __atomic_load_n(&work_done, __ATOMIC_ACQUIRE))
+                if (AO_load_acquire((volatile AO_t *)&work_list) ||
+                    AO_load_acquire(&work_done))
                     break;
                 __builtin_ia32_pause();
             }
             pthread_mutex_lock(&work_lock);
             if (!work_list && !work_done)
                 pthread_cond_wait(&work_cond, &work_lock);
-            atomic_fetch_sub(&idle_markers, 1);
+            AO_fetch_and_sub1_full(&idle_markers);
         }
         if (!p) {
             pthread_mutex_unlock(&work_lock);
@@ -297,7 +298,7 @@ static void mark_until_done(struct marker *m)
             ;
         if ((size_t)(m->end - m->top) < n) {
             /* Cannot take it: give it back and fall into overflow mode. */
-            atomic_store(&overflowed, true);
+            AO_store_full(&overflowed, 1);
             n = (size_t)(m->end - m->top);
         }
         memcpy(m->top, p->e, n * sizeof(struct mark_entry));
@@ -315,10 +316,10 @@ static void *helper_main(void *arg)
     struct marker *m = arg;
     for (;;) {
         pthread_mutex_lock(&work_lock);
-        atomic_fetch_add(&sleeping_helpers, 1);
+        AO_fetch_and_add1_full(&sleeping_helpers);
         while (!(cycle_open && !work_done && work_list))
             pthread_cond_wait(&work_cond, &work_lock);
-        atomic_fetch_sub(&sleeping_helpers, 1);
+        AO_fetch_and_sub1_full(&sleeping_helpers);
         active_markers++;
         helpers_busy++;
         pthread_mutex_unlock(&work_lock);
@@ -378,7 +379,7 @@ unsigned mark_markers(void)
 /* Begin a mark: helpers (if any) start waiting for shared work. */
 void mark_begin(void)
 {
-    atomic_store(&overflowed, false);
+    AO_store_full(&overflowed, 0);
     markers[0].top = markers[0].stack;
     if (num_markers > 1 && helpers_started + 1 < num_markers)
         start_helpers();
@@ -388,8 +389,8 @@ void mark_begin(void)
     pthread_mutex_lock(&work_lock);
     active_markers = 1;
     helpers_busy = 0;
-    atomic_store(&idle_markers, 0);
-    work_done = false;
+    AO_store(&idle_markers, 0);
+    AO_store(&work_done, 0);
     cycle_open = true;
     pthread_mutex_unlock(&work_lock);
 }
@@ -435,7 +436,7 @@ void mark_finish(void)
 void mark_after_fork(void)
 {
     helpers_started = 0;
-    atomic_store(&sleeping_helpers, 0);
+    AO_store(&sleeping_helpers, 0);
     cycle_open = false;
     pthread_mutex_init(&work_lock, NULL);
     pthread_cond_init(&work_cond, NULL);
@@ -479,8 +480,7 @@ void uncollectables_push(void)
                 uint64_t bit = q - r->q0;
                 if (!((r->alloc_bits[bit >> 6] >> (bit & 63)) & 1))
                     continue;
-                __atomic_fetch_or(&r->mark_bits[bit >> 6], 1ull << (bit & 63),
-                                  __ATOMIC_RELAXED);
+                AO_or((volatile AO_t *)&r->mark_bits[bit >> 6], 1ull << (bit & 63));
                 if (!kinds[s->kind].ptrfree) {
                     uint64_t len = r->large ? s->obj_bytes : r->size;
                     mark_range((void *)(q * r->size), (void *)(q * r->size + len));
@@ -498,7 +498,7 @@ void mark_recover_overflow(void)
 {
     bool saved = parallel_now;
     parallel_now = false;
-    while (atomic_exchange(&overflowed, false)) {
+    while (AO_compare_and_swap_full(&overflowed, 1, 0)) {
         for (unsigned c = 0; c < NUM_CLASSES; c++) {
             struct region *r = &regions[c];
             if (!r->mapped)

@@ -58,7 +58,7 @@ extern void *__libc_stack_end;
 static int sig_suspend = SIGPWR;
 static int sig_restart = SIGXCPU;
 static sem_t ack_sem;
-static atomic_uint world_epoch;
+static volatile AO_t world_epoch;
 static bool allow_register;
 static size_t last_stacks_bytes;
 
@@ -184,7 +184,7 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
         return;
     }
     ucontext_t *uc = context;
-    unsigned epoch = atomic_load(&world_epoch);
+    AO_t epoch = AO_load_full(&world_epoch);
     memcpy(me->regs, uc->uc_mcontext.gregs, sizeof me->regs);
     /* Below the interrupted stack pointer lies the red zone. */
     me->stack_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP] - 128;
@@ -192,7 +192,7 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
     sigset_t wait;
     sigfillset(&wait);
     sigdelset(&wait, sig_restart);
-    while (atomic_load(&world_epoch) == epoch)
+    while (AO_load_full(&world_epoch) == epoch)
         sigsuspend(&wait);
     errno = saved_errno;
 }
@@ -262,7 +262,7 @@ void stop_world(void)
 
 void start_world(void)
 {
-    atomic_fetch_add(&world_epoch, 1);
+    AO_fetch_and_add1_full(&world_epoch);
     for (struct thread_rec *t = threads; t; t = t->next)
         if (t->suspended) {
             pthread_kill(t->id, sig_restart);
@@ -336,14 +336,14 @@ void stacks_mark(void)
 static void atfork_prepare(void)
 {
     lock();
-    atomic_store(&gc_pending, true);
-    while (atomic_load(&sweepers))
+    AO_store_full(&gc_pending, 1);
+    while (AO_load_full(&sweepers))
         sched_yield();
 }
 
 static void atfork_parent(void)
 {
-    atomic_store(&gc_pending, false);
+    AO_store_full(&gc_pending, 0);
     unlock();
 }
 
@@ -366,8 +366,8 @@ static void atfork_child(void)
     }
     if (me)
         me->id = pthread_self();
-    atomic_store(&sweepers, 0);
-    atomic_store(&gc_pending, false);
+    AO_store(&sweepers, 0);
+    AO_store(&gc_pending, 0);
     sem_init(&ack_sem, 0, 0);
     mark_after_fork();
     pthread_mutexattr_t attr;
