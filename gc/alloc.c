@@ -225,49 +225,6 @@ static bool must_collect_before_growing(uint64_t bytes, unsigned collections)
     return false;
 }
 
-/* A list of free slots of (class, kind), lock held.  Collects or grows
- * the heap as the policy says; NULL when out of memory. */
-static void *take_batch(unsigned c, unsigned kind, size_t *count)
-{
-    struct class_kind *ck = &class_kinds[c][kind];
-    struct region *r = &regions[c];
-    unsigned collections = 0;
-    for (;;) {
-        if (ck->free) {
-            void *list = ck->free;
-            *count = class_kind_free_count[c][kind];
-            ck->free = NULL;
-            class_kind_free_count[c][kind] = 0;
-            return list;
-        }
-        while (ck->unswept) {
-            struct span *s = ck->unswept;
-            ck->unswept = s->next;
-            s->state = SPAN_SWEPT;
-            void *list = sweep_whole_span(r, s, false, count);
-            if (list)
-                return list;
-        }
-        struct span *s = span_reuse(c, kind);
-        if (s)
-            return sweep_whole_span(r, s, true, count);
-        if (must_collect_before_growing(CHUNK_SIZE, collections)) {
-            collect("allocation");
-            collections++;
-            continue;
-        }
-        s = span_grow(c, kind, CHUNK_SIZE);
-        if (s)
-            return sweep_whole_span(r, s, true, count);
-        if (collections < max_retries() && !GC_dont_gc) {
-            collect("heap full");
-            collections++;
-            continue;
-        }
-        return NULL;
-    }
-}
-
 static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
 {
     struct region *r = &regions[c];
@@ -311,30 +268,6 @@ static void set_alloc_bit(struct region *r, void *p, bool on)
         r->alloc_bits[bit >> 6] &= ~mask;
 }
 
-/* One object of (class, kind) under the lock, bypassing the caches. */
-static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
-{
-    struct region *r = &regions[c];
-    void *p;
-    if (r->large) {
-        p = large_alloc(c, kind, bytes);
-    } else {
-        struct class_kind *ck = &class_kinds[c][kind];
-        size_t n = 0;
-        void **list = take_batch(c, kind, &n);
-        if (!list)
-            return NULL;
-        p = list;
-        ck->free = link_decode(list[0]);
-        class_kind_free_count[c][kind] = (uint32_t)(n - 1);
-        list[0] = list[1] = NULL;
-        count_allocated(r->size);
-    }
-    if (p && kinds[kind].uncollectable)
-        set_alloc_bit(r, p, true);
-    return p;
-}
-
 /* Threads sweeping (or building the list of a fresh span) outside the
  * lock.  A collection waits for them before it stops the world, so that
  * no span is half swept while it marks. */
@@ -374,6 +307,55 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
         }
         return NULL;
     }
+}
+
+/* A list of free slots of (class, kind), lock held, for allocations that
+ * bypass the thread caches: the global free list, else a whole span
+ * claimed and swept under the lock.  NULL when out of memory. */
+static void *take_batch(unsigned c, unsigned kind, size_t *count)
+{
+    struct class_kind *ck = &class_kinds[c][kind];
+    struct region *r = &regions[c];
+    for (;;) {
+        if (ck->free) {
+            void *list = ck->free;
+            *count = class_kind_free_count[c][kind];
+            ck->free = NULL;
+            class_kind_free_count[c][kind] = 0;
+            return list;
+        }
+        bool fresh;
+        struct span *s = claim_span(c, kind, &fresh);
+        if (!s)
+            return NULL;
+        void *list = sweep_whole_span(r, s, fresh, count);
+        if (list)
+            return list;
+    }
+}
+
+/* One object of (class, kind) under the lock, bypassing the caches. */
+static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
+{
+    struct region *r = &regions[c];
+    void *p;
+    if (r->large) {
+        p = large_alloc(c, kind, bytes);
+    } else {
+        struct class_kind *ck = &class_kinds[c][kind];
+        size_t n = 0;
+        void **list = take_batch(c, kind, &n);
+        if (!list)
+            return NULL;
+        p = list;
+        ck->free = link_decode(list[0]);
+        class_kind_free_count[c][kind] = (uint32_t)(n - 1);
+        list[0] = list[1] = NULL;
+        count_allocated(r->size);
+    }
+    if (p && kinds[kind].uncollectable)
+        set_alloc_bit(r, p, true);
+    return p;
 }
 
 /* A thread sweeps outside the lock only between sweep_enter() and

@@ -150,6 +150,7 @@ void collect(const char *why)
     while (AO_load_full(&sweepers))
         sched_yield();
     event(GC_EVENT_START);
+    mark_prepare();
     uint64_t t0 = now_ns();
     event(GC_EVENT_PRE_STOP_WORLD);
     stop_world();

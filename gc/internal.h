@@ -199,6 +199,7 @@ void warn(const char *fmt, uintptr_t arg);
 /* Marking (mark.c) and sweeping (sweep.c)                             */
 
 void mark_init(void);
+void mark_prepare(void);
 void mark_begin(void);
 void mark_finish(void);
 void mark_after_fork(void);
