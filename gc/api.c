@@ -142,6 +142,37 @@ LFGC_EXPORT int GC_is_disabled(void)
     return GC_dont_gc != 0;
 }
 
+static GC_stop_func default_stop_func;
+static int force_unmap;
+
+LFGC_EXPORT void GC_set_stop_func(GC_stop_func fn) { default_stop_func = fn; }
+LFGC_EXPORT GC_stop_func GC_get_stop_func(void) { return default_stop_func; }
+
+LFGC_EXPORT int GC_try_to_collect(GC_stop_func stop_func)
+{
+    GC_stop_func fn = stop_func ? stop_func : default_stop_func;
+    if (GC_dont_gc || (fn && fn()))
+        return 0;
+    uint64_t before = GC_gc_no;
+    GC_gcollect();
+    return GC_gc_no != before;
+}
+
+LFGC_EXPORT void GC_set_force_unmap_on_gcollect(int v) { force_unmap = v; }
+LFGC_EXPORT int GC_get_force_unmap_on_gcollect(void) { return force_unmap; }
+bool gcollect_unmaps(void) { return force_unmap != 0; }
+
+LFGC_EXPORT void GC_noop1(GC_word v)
+{
+    __asm__ volatile("" : : "r"(v) : "memory");
+}
+
+LFGC_EXPORT void *GC_malloc_stubborn(size_t bytes) { return GC_malloc(bytes); }
+LFGC_EXPORT void GC_change_stubborn(const void *p) { (void)p; }
+LFGC_EXPORT void GC_end_stubborn_change(const void *p) { (void)p; }
+
+LFGC_EXPORT void GC_set_handle_fork(int v) { (void)v; }
+
 LFGC_EXPORT void GC_enable_incremental(void) {}
 LFGC_EXPORT int GC_is_incremental_mode(void) { return 0; }
 LFGC_EXPORT void GC_set_time_limit(unsigned long ms) { GC_time_limit = ms; }

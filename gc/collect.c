@@ -194,6 +194,8 @@ LFGC_EXPORT void GC_gcollect(void)
     ensure_init();
     lock();
     collect("explicit");
+    if (gcollect_unmaps())
+        release_idle_spans(true);
     unlock();
 }
 

@@ -204,6 +204,7 @@ void mark_begin(void);
 void mark_finish(void);
 void mark_after_fork(void);
 unsigned mark_markers(void);
+void mark_set_markers(unsigned n);
 void mark_clear_all(void);
 void mark_range(const void *lo, const void *hi);   /* scan a root range    */
 void mark_drain(void);
@@ -264,6 +265,7 @@ extern bool gc_initialized;
 
 void ensure_init(void);
 bool should_collect(void);
+bool gcollect_unmaps(void);
 void heap_expand_step(uint64_t need);
 void collect(const char *why);
 void stats_record_pause(uint64_t ns);

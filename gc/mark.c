@@ -357,6 +357,13 @@ static void start_helpers(void)
 /* ------------------------------------------------------------------ */
 /* Phases, called by the collector with the world stopped              */
 
+static unsigned requested_markers;      /* GC_set_markers_count, 0: unset */
+
+void mark_set_markers(unsigned n)
+{
+    requested_markers = n;
+}
+
 void mark_init(void)
 {
     bool found;
@@ -365,6 +372,8 @@ void mark_init(void)
         stack_limit = 16;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     size_t n = env_size("GC_MARKERS", cores > 0 ? (size_t)cores : 1, &found);
+    if (requested_markers)
+        n = requested_markers;
     if (n < 1)
         n = 1;
     if (n > MAX_MARKERS)

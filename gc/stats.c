@@ -90,6 +90,21 @@ LFGC_EXPORT size_t GC_get_unmapped_bytes(void)
     return hs.released_bytes;
 }
 
+LFGC_EXPORT size_t GC_get_memory_use(void)
+{
+    return in_use_bytes();
+}
+
+LFGC_EXPORT size_t GC_get_expl_freed_bytes_since_gc(void)
+{
+    return hs.freed_since_gc;
+}
+
+LFGC_EXPORT unsigned long GC_get_full_gc_total_time(void)
+{
+    return (unsigned long)(total_pause / 1000000u);
+}
+
 LFGC_EXPORT size_t GC_get_bytes_since_gc(void)
 {
     return hs.allocd_since_gc;

@@ -482,6 +482,26 @@ LFGC_EXPORT void *GC_call_with_gc_active(GC_fn_type fn, void *client_data)
     return r;
 }
 
+LFGC_EXPORT void GC_set_markers_count(unsigned n)
+{
+    if (!gc_initialized)
+        mark_set_markers(n);
+}
+
+LFGC_EXPORT int GC_get_parallel(void)
+{
+    ensure_init();
+    return (int)mark_markers() - 1;
+}
+
+LFGC_EXPORT void GC_start_mark_threads(void)
+{
+    ensure_init();
+    lock();
+    mark_prepare();
+    unlock();
+}
+
 LFGC_EXPORT void GC_set_suspend_signal(int sig)
 {
     if (gc_initialized)

@@ -141,6 +141,19 @@ GC_API int GC_collect_a_little(void);
 GC_API void GC_disable(void);
 GC_API void GC_enable(void);
 GC_API int GC_is_disabled(void);
+/* Collect unless stop_func() (called before the collection starts)
+ * returns nonzero; returns 1 if a collection ran, 0 if it did not
+ * (stopped, or collection disabled).  lfgc's collections cannot be
+ * interrupted once started.  GC_set_stop_func sets the function used
+ * when none is given. */
+typedef int (*GC_stop_func)(void);
+GC_API int GC_try_to_collect(GC_stop_func stop_func);
+GC_API void GC_set_stop_func(GC_stop_func stop_func);
+GC_API GC_stop_func GC_get_stop_func(void);
+/* 1: every GC_gcollect also returns wholly free pages to the OS, as
+ * GC_gcollect_and_unmap does. */
+GC_API void GC_set_force_unmap_on_gcollect(int);
+GC_API int GC_get_force_unmap_on_gcollect(void);
 /* Accepted for compatibility; lfgc's collections are always full and
  * stop the world (the pause is short: see docs/performance.md). */
 GC_API void GC_enable_incremental(void);
@@ -180,6 +193,13 @@ GC_API size_t GC_get_bytes_since_gc(void);
 GC_API size_t GC_get_total_bytes(void);
 /* Number of collections so far. */
 GC_API GC_word GC_get_gc_no(void);
+/* Heap bytes in use: live after the last collection plus allocated since
+ * (less explicitly freed). */
+GC_API size_t GC_get_memory_use(void);
+/* Bytes freed with GC_free since the last collection. */
+GC_API size_t GC_get_expl_freed_bytes_since_gc(void);
+/* Sum of all collections' world-stopped time, in milliseconds. */
+GC_API unsigned long GC_get_full_gc_total_time(void);
 /* All five figures at once, consistently. */
 GC_API void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
                                    GC_word *unmapped_bytes,
@@ -250,6 +270,13 @@ GC_API int GC_get_all_interior_pointers(void);
 /* Accepted: every displacement is already recognised. */
 GC_API void GC_register_displacement(size_t offset);
 
+/* Keep ptr (and what it points to) visibly reachable up to this point:
+ * the compiler may not drop the last use of ptr before it. */
+#define GC_reachable_here(ptr) __asm__ __volatile__(" " : : "X"(ptr) : "memory")
+/* Does nothing with its argument, out of line: another way to keep a
+ * value alive up to a point. */
+GC_API void GC_noop1(GC_word);
+
 /* Run fn(client_data) with the allocation lock held. */
 typedef void *(*GC_fn_type)(void *client_data);
 GC_API void *GC_call_with_alloc_lock(GC_fn_type fn, void *client_data);
@@ -297,6 +324,17 @@ GC_API void *GC_call_with_stack_base(GC_stack_base_func fn, void *arg);
  * scanned).  GC_call_with_gc_active re-enters normal mode inside it. */
 GC_API void *GC_do_blocking(GC_fn_type fn, void *client_data);
 GC_API void *GC_call_with_gc_active(GC_fn_type fn, void *client_data);
+/* Parallel marking: GC_set_markers_count(n) before GC_init sets the
+ * number of marker threads (as GC_MARKERS=n does; the environment wins
+ * as in bdwgc only when this was not called).  GC_get_parallel returns the
+ * number of helper markers (markers - 1).  GC_start_mark_threads starts
+ * them now instead of at the first collection that needs them. */
+GC_API void GC_set_markers_count(unsigned n);
+GC_API int GC_get_parallel(void);
+GC_API void GC_start_mark_threads(void);
+/* lfgc always handles fork() (see docs/api.md); accepted. */
+GC_API void GC_set_handle_fork(int);
+
 /* Signals used to stop and restart threads (SIGPWR and SIGXCPU by default);
  * the setters work only before GC_init. */
 GC_API void GC_set_suspend_signal(int sig);
@@ -356,6 +394,13 @@ GC_API void *GC_dlopen(const char *path, int mode);
 #define GC_NEW_ATOMIC(t)                ((t *)GC_MALLOC_ATOMIC(sizeof(t)))
 #define GC_NEW_UNCOLLECTABLE(t)         ((t *)GC_MALLOC_UNCOLLECTABLE(sizeof(t)))
 #define GC_REGISTER_DISPLACEMENT(n)     GC_register_displacement(n)
+/* Stubborn objects are gone from bdwgc 8; these remain as there. */
+#define GC_MALLOC_STUBBORN(sz)          GC_MALLOC(sz)
+#define GC_CHANGE_STUBBORN(p)           GC_change_stubborn(p)
+#define GC_END_STUBBORN_CHANGE(p)       GC_end_stubborn_change(p)
+GC_API void *GC_malloc_stubborn(size_t size) __attribute__((malloc, alloc_size(1)));
+GC_API void GC_change_stubborn(const void *p);
+GC_API void GC_end_stubborn_change(const void *p);
 #define GC_EXTRAS                       __FILE__, __LINE__
 
 #ifdef __cplusplus
