@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sched.h>
 
 #include "internal.h"
 
@@ -107,7 +108,6 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
     if (s) {
         r->released = s->next;
         hs.released_bytes -= span_bytes(r, s);
-        s->released = 0;
     } else {
         if (r->next_chunk + r->span_chunks > r->max_chunks)
             return NULL;
@@ -143,7 +143,6 @@ void span_free(struct region *r, struct span *s)
         if (len)
             madvise((void *)base, len, MADV_DONTNEED);
         s->dirty = 0;
-        s->released = 1;
         hs.heap_bytes -= span_bytes(r, s);
         hs.released_bytes += span_bytes(r, s);
         s->next = r->released;
@@ -170,7 +169,6 @@ void release_idle_spans(bool all)
             span_memory(r, span_chunk_index(r, s), &lo, &hi);
             if (hi > lo)
                 madvise((void *)lo, hi - lo, MADV_DONTNEED);
-            s->released = 1;
             /* Pages shared with the neighbouring spans kept their data. */
             s->dirty = 1;
             uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
@@ -199,7 +197,7 @@ static void *sweep_whole_span(struct region *r, struct span *s, bool fresh, size
 
 /* Bytes handed out (or, negative, given back); updated outside the lock
  * by sweeping threads, hence atomic everywhere. */
-void count_allocated(int64_t bytes)
+static void count_allocated(int64_t bytes)
 {
     AO_fetch_and_add((volatile AO_t *)&hs.allocd_since_gc, (AO_t)bytes);
     if (bytes > 0)
@@ -267,11 +265,6 @@ static void set_alloc_bit(struct region *r, void *p, bool on)
     else
         r->alloc_bits[bit >> 6] &= ~mask;
 }
-
-/* Threads sweeping (or building the list of a fresh span) outside the
- * lock.  A collection waits for them before it stops the world, so that
- * no span is half swept while it marks. */
-volatile AO_t sweepers;
 
 /* A span to sweep, or a fresh one, for (class, kind), claimed under the
  * lock.  Collects or grows the heap as the policy says; NULL when out of
@@ -358,11 +351,25 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
     return p;
 }
 
-/* A thread sweeps outside the lock only between sweep_enter() and
- * sweep_exit(); a collection raises gc_pending, then waits for sweepers to
- * drop to zero, so it never sees a half-swept span.  (Both sides use
- * full-barrier operations: one of them always sees the other.) */
+/* A thread sweeps (or builds the list of a fresh span) outside the lock
+ * only between sweep_enter() and sweep_exit().  A collection, and fork(),
+ * call sweepers_hold() with the lock held: it raises gc_pending and waits
+ * for sweepers to drop to zero, so they never see a half-swept span.
+ * (Both sides use full-barrier operations: one always sees the other.) */
+volatile AO_t sweepers;
 volatile AO_t gc_pending;
+
+void sweepers_hold(void)
+{
+    AO_store_full(&gc_pending, 1);
+    while (AO_load_full(&sweepers))
+        sched_yield();
+}
+
+void sweepers_release(void)
+{
+    AO_store_full(&gc_pending, 0);
+}
 
 static bool sweep_enter(void)
 {
@@ -496,7 +503,7 @@ void *alloc_kind(size_t bytes, unsigned kind)
 
 /* Out of line, so that the fast paths need no stack frame: they reach it
  * by a tail call. */
-__attribute__((noinline)) void *alloc_slow(size_t bytes, unsigned kind)
+static __attribute__((noinline)) void *alloc_slow(size_t bytes, unsigned kind)
 {
     return alloc_kind(bytes, kind);
 }
@@ -518,35 +525,31 @@ void *alloc_aligned(size_t align, size_t bytes, unsigned kind)
     return oom(bytes);
 }
 
-/* The fast paths: a pop from the thread's list. */
-LFGC_EXPORT void *GC_malloc(size_t bytes)
+/* The fast paths: a pop from the thread's list, no frame, no lock; the
+ * slow path is reached by a tail call. */
+static inline __attribute__((always_inline)) void *cache_pop(size_t bytes, unsigned kind)
 {
     if (likely(bytes <= SMALL_REQUEST_MAX)) {
         unsigned c = request_class[bytes];
         struct thread_cache *tc = tl_cache;
-        void **p = tc->free[KIND_NORMAL][c];
+        void **p = tc->free[kind][c];
         if (likely(p)) {
-            tc->free[KIND_NORMAL][c] = link_decode(p[0]);
+            tc->free[kind][c] = link_decode(p[0]);
             p[0] = p[1] = NULL;
             return p;
         }
     }
-    return alloc_slow(bytes, KIND_NORMAL);
+    return alloc_slow(bytes, kind);
+}
+
+LFGC_EXPORT void *GC_malloc(size_t bytes)
+{
+    return cache_pop(bytes, KIND_NORMAL);
 }
 
 LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
 {
-    if (likely(bytes <= SMALL_REQUEST_MAX)) {
-        unsigned c = request_class[bytes];
-        struct thread_cache *tc = tl_cache;
-        void **p = tc->free[KIND_PTRFREE][c];
-        if (likely(p)) {
-            tc->free[KIND_PTRFREE][c] = link_decode(p[0]);
-            p[0] = p[1] = NULL;
-            return p;
-        }
-    }
-    return alloc_slow(bytes, KIND_PTRFREE);
+    return cache_pop(bytes, KIND_PTRFREE);
 }
 
 /* ------------------------------------------------------------------ */
@@ -576,12 +579,13 @@ void cache_mark(struct thread_cache *tc)
     /* The spans being swept are classified afresh by this collection. */
     memset(tc->cursor, 0, sizeof tc->cursor);
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
-        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+            struct region *r = &regions[c];
             for (void **p = tc->free[k][c]; p; p = link_decode(p[0])) {
-                struct region *r = &regions[c];
                 uint64_t bit = lowfat_slot_number(p) - r->q0;
                 r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
             }
+        }
 }
 
 /* A thread leaves: its free slots go to the global lists.  Lock held. */
@@ -608,10 +612,9 @@ void cache_return(struct thread_cache *tc)
 
 /* Validate p as the base of an object in use; warn and return false
  * otherwise.  Lock held. */
-static bool check_base(void *p, const char *who, struct region **rp, struct span **sp)
+static bool check_base(void *p, struct region **rp, struct span **sp)
 {
     if (!lowfat_is_ptr(p)) {
-        (void)who;
         warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; "
              "ignored\n", (uintptr_t)p);
         return false;
@@ -643,7 +646,7 @@ static bool check_base(void *p, const char *who, struct region **rp, struct span
     return true;
 }
 
-void free_object(void *p, const char *who)
+static void free_object(void *p)
 {
     if (!p)
         return;
@@ -651,7 +654,7 @@ void free_object(void *p, const char *who)
     struct region *r;
     struct span *s;
     lock();
-    if (!check_base(p, who, &r, &s)) {
+    if (!check_base(p, &r, &s)) {
         unlock();
         return;
     }
@@ -701,7 +704,7 @@ static size_t object_size(const struct region *r, const void *p)
 
 LFGC_EXPORT void GC_free(void *p)
 {
-    free_object(p, "GC_free");
+    free_object(p);
 }
 
 LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
@@ -716,7 +719,7 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
     struct region *r;
     struct span *s;
     lock();
-    bool ok = check_base(p, "GC_realloc", &r, &s);
+    bool ok = check_base(p, &r, &s);
     unsigned kind = ok ? s->kind : 0;
     unlock();
     if (!ok)
@@ -736,7 +739,7 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
         return NULL;
     /* Everything GC_size reported as usable is copied. */
     memcpy(q, p, old < bytes ? old : bytes);
-    free_object(p, "GC_realloc");
+    free_object(p);
     return q;
 }
 

@@ -4,15 +4,14 @@
  * since the last collection reach
  *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots
  *      + 2 * stacks) / divisor
- * when the heap would grow past its expanded size; otherwise expand it.  A larger divisor means more collections and
- * a smaller heap.  GC_INITIAL_HEAP_SIZE defers the first collections,
+ * when the heap would grow past its expanded size; otherwise expand it.
+ * A larger divisor means more collections and a smaller heap.  GC_INITIAL_HEAP_SIZE defers the first collections,
  * GC_MAXIMUM_HEAP_SIZE caps growth, GC_DONT_GC turns collection off.
  */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <time.h>
 
 #include "internal.h"
@@ -144,11 +143,7 @@ void collect(const char *why)
     if (GC_dont_gc || collecting || !layout_ok)
         return;
     collecting = true;
-    /* Threads sweeping outside the lock finish first: new ones cannot
-     * start while we hold it. */
-    AO_store_full(&gc_pending, 1);
-    while (AO_load_full(&sweepers))
-        sched_yield();
+    sweepers_hold();
     event(GC_EVENT_START);
     mark_prepare();
     uint64_t t0 = now_ns();
@@ -184,7 +179,7 @@ void collect(const char *why)
     stats_record_pause(pause);
     if (print_stats)
         stats_print_collection(pause);
-    AO_store_full(&gc_pending, 0);
+    sweepers_release();
     collecting = false;
     event(GC_EVENT_END);
 }

@@ -90,7 +90,6 @@ struct span {
     uint8_t state;          /* enum span_state                               */
     uint8_t kind;
     uint8_t dirty;          /* memory may hold old data: zero before reuse   */
-    uint8_t released;       /* pages given back with MADV_DONTNEED           */
     uint32_t free_since;    /* GC number when it went back to the pool       */
     uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
 };
@@ -140,7 +139,6 @@ static inline uint64_t span_chunk_index(const struct region *r, const struct spa
 }
 /* Bytes that a span of this region spans in memory, rounded to pages. */
 void span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi);
-bool precision_ok(const struct region *r, uint64_t addr);
 
 /* ------------------------------------------------------------------ */
 /* Kinds                                                               */
@@ -181,14 +179,13 @@ extern uint8_t request_class[SMALL_REQUEST_MAX + 1];
 extern size_t extra_bytes;
 
 void alloc_init(void);
-void *alloc_slow(size_t bytes, unsigned kind);
 void *alloc_kind(size_t bytes, unsigned kind);
 void *alloc_aligned(size_t align, size_t bytes, unsigned kind);
-void free_object(void *p, const char *who);
 void caches_discard(void);
-void count_allocated(int64_t bytes);
 extern volatile AO_t sweepers;
 extern volatile AO_t gc_pending;
+void sweepers_hold(void);
+void sweepers_release(void);
 void span_free(struct region *r, struct span *s);
 void release_idle_spans(bool all);
 bool heap_expand(size_t bytes);
@@ -207,14 +204,10 @@ unsigned mark_markers(void);
 void mark_set_markers(unsigned n);
 void mark_clear_all(void);
 void mark_range(const void *lo, const void *hi);   /* scan a root range    */
-void mark_drain(void);
-void mark_recover_overflow(void);
-bool mark_is_set(const struct region *r, uint64_t q);
 void uncollectables_push(void);
 void sweep_after_mark(void);
 void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);
-size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to);
 
 /* ------------------------------------------------------------------ */
 /* Roots (roots.c)                                                     */

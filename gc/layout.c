@@ -79,7 +79,7 @@ static uint64_t precision_limit(uint64_t size)
     return UINT64_MAX / (size - r);
 }
 
-bool precision_ok(const struct region *r, uint64_t addr)
+static bool precision_ok(const struct region *r, uint64_t addr)
 {
     return lowfat_slot_number((void *)addr) == addr / r->size;
 }

@@ -12,7 +12,7 @@
 
 #include "internal.h"
 
-size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to)
+static size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to)
 {
     size_t n = 0;
     if (from >= to)

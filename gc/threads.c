@@ -18,7 +18,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
@@ -336,14 +335,12 @@ void stacks_mark(void)
 static void atfork_prepare(void)
 {
     lock();
-    AO_store_full(&gc_pending, 1);
-    while (AO_load_full(&sweepers))
-        sched_yield();
+    sweepers_hold();
 }
 
 static void atfork_parent(void)
 {
-    AO_store_full(&gc_pending, 0);
+    sweepers_release();
     unlock();
 }
 
