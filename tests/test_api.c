@@ -892,26 +892,20 @@ Test(api, max_heap_size_collects_before_failing)
                  oom_calls);
 }
 
+static void call_dump(void *unused)
+{
+    (void)unused;
+    GC_dump();
+}
+
 /* GC_dump describes the heap on stderr. */
 Test(api, dump_prints_the_heap)
 {
     static void *volatile keep;
     keep = GC_malloc(3000);
     GC_gcollect();
-    char path[] = "/tmp/lfgc-dump-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    unlink(path);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
-    GC_dump();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char out[8192] = { 0 };
-    ssize_t n = pread(fd, out, sizeof out - 1, 0);
-    close(fd);
+    char out[8192];
+    ssize_t n = tu_capture_stderr(call_dump, NULL, out, sizeof out);
     cr_assert_gt(n, 0, "GC_dump printed nothing");
     cr_assert_not_null(strstr(out, "3072"), "GC_dump does not mention the 3072-byte "
                        "class in use: %s", out);

@@ -158,6 +158,11 @@ Test(badinput, realloc_of_foreign_pointers)
     expect_heap_intact(64);
 }
 
+static void call_free(void *p)
+{
+    GC_free(p);
+}
+
 /* The default warn proc prints the message with the argument; given a
  * pointer to memory that is not a string, it must still print just the
  * pointer.  The buffer here ends at an inaccessible page, so that reading
@@ -172,21 +177,8 @@ Test(badinput, default_warn_proc_with_foreign_pointer)
     cr_assert_eq(mprotect(m + page, (size_t)page, PROT_NONE), 0);
     memset(m, 'A', (size_t)page);
     char *p = m + page - 16;
-    /* Capture stderr. */
-    char path[] = "/tmp/lfgc-warn-XXXXXX";
-    int fd = mkstemp(path);
-    cr_assert_geq(fd, 0);
-    unlink(path);
-    fflush(stderr);
-    int saved = dup(2);
-    dup2(fd, 2);
-    GC_free(p);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    char out[1024] = { 0 };
-    ssize_t n = pread(fd, out, sizeof out - 1, 0);
-    close(fd);
+    char out[1024];
+    ssize_t n = tu_capture_stderr(call_free, p, out, sizeof out);
     cr_assert_gt(n, 0, "GC_free(foreign pointer) printed nothing with the default "
                  "warn proc");
     char hex[32];

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gc.h"
 #include "lfgc.h"
@@ -333,6 +334,28 @@ static TU_UNUSED int tu_count_conversions(const char *fmt)
         }
         n++;
     }
+    return n;
+}
+
+/* Capture what fn(arg) writes on stderr into out (NUL-terminated);
+ * returns the number of bytes captured. */
+static TU_UNUSED ssize_t tu_capture_stderr(void (*fn)(void *), void *arg,
+                                           char *out, size_t size)
+{
+    char path[] = "/tmp/lfgc-stderr-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0, "mkstemp");
+    unlink(path);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    memset(out, 0, size);
+    ssize_t n = pread(fd, out, size - 1, 0);
+    close(fd);
     return n;
 }
 
