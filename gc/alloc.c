@@ -209,18 +209,23 @@ static unsigned max_retries(void)
     return GC_max_retries ? (unsigned)GC_max_retries : 1;
 }
 
-/* The heap must grow by one span of r.  Within the expanded size that is
- * free; past it, collect if the policy says enough was allocated, else
- * expand by a step (as bdwgc does). */
-static bool must_collect_before_growing(uint64_t bytes, unsigned collections)
+/* The heap must grow by `bytes`.  Within the expanded size that is free;
+ * past it, collect if the policy says enough was allocated, else expand by
+ * a step (as bdwgc does).  Returns the collection to run first, or
+ * COLLECT_NONE to go ahead. */
+static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned collections)
 {
     if (hs.heap_bytes + bytes <= hs.heap_target)
-        return false;
+        return COLLECT_NONE;
     /* GC_dont_expand: grow only when a collection did not help. */
     if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : should_collect()))
-        return true;
+        return COLLECT_ALLOCATION;
+    /* Promoted garbage must not make the heap grow: only a full
+     * collection tells how much room the heap really has. */
+    if (hs.last_minor && !GC_dont_gc)
+        return COLLECT_HEAP_FULL;
     heap_expand_step(bytes);
-    return false;
+    return COLLECT_NONE;
 }
 
 static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
@@ -234,8 +239,9 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
         want = r->size;
     struct span *s;
     for (;;) {
-        if (must_collect_before_growing(want, collections)) {
-            collect("allocation");
+        enum collect_reason why = must_collect_before_growing(want, collections);
+        if (why != COLLECT_NONE) {
+            collect(why);
             collections++;
             continue;
         }
@@ -244,7 +250,7 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
             break;
         if (collections >= max_retries() || GC_dont_gc)
             return NULL;
-        collect("heap full");
+        collect(COLLECT_HEAP_FULL);
         collections++;
     }
     uint64_t base = r->start + (span_chunk_index(r, s) << CHUNK_SHIFT);
@@ -285,8 +291,9 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
         s = span_reuse(c, kind);
         if (s)
             return s;
-        if (must_collect_before_growing(CHUNK_SIZE, collections)) {
-            collect("allocation");
+        enum collect_reason why = must_collect_before_growing(CHUNK_SIZE, collections);
+        if (why != COLLECT_NONE) {
+            collect(why);
             collections++;
             continue;
         }
@@ -294,7 +301,7 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
         if (s)
             return s;
         if (collections < max_retries() && !GC_dont_gc) {
-            collect("heap full");
+            collect(COLLECT_HEAP_FULL);
             collections++;
             continue;
         }
@@ -354,15 +361,16 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
 /* A thread sweeps (or builds the list of a fresh span) outside the lock
  * only between sweep_enter() and sweep_exit().  A collection, and fork(),
  * call sweepers_hold() with the lock held: it raises gc_pending and waits
- * for sweepers to drop to zero, so they never see a half-swept span.
- * (Both sides use full-barrier operations: one always sees the other.) */
-volatile AO_t sweepers;
+ * until no thread is sweeping, so that none sees a half-swept span.  Each
+ * thread raises a flag of its own (Dekker's handshake: both sides store,
+ * fence, then load the other's flag), so that refills of different
+ * threads share no written cache line. */
 volatile AO_t gc_pending;
 
 void sweepers_hold(void)
 {
     AO_store_full(&gc_pending, 1);
-    while (AO_load_full(&sweepers))
+    while (threads_sweeping())
         sched_yield();
 }
 
@@ -371,19 +379,33 @@ void sweepers_release(void)
     AO_store_full(&gc_pending, 0);
 }
 
-static bool sweep_enter(void)
+static bool sweep_enter(struct thread_cache *tc)
 {
-    AO_fetch_and_add1_full(&sweepers);
-    if (AO_load_full(&gc_pending)) {
-        AO_fetch_and_sub1_full(&sweepers);
+    AO_store(&tc->sweeping, 1);
+    AO_nop_full();
+    if (AO_load(&gc_pending)) {
+        AO_store_release(&tc->sweeping, 0);
         return false;
     }
     return true;
 }
 
-static void sweep_exit(void)
+static void sweep_exit(struct thread_cache *tc)
 {
-    AO_fetch_and_sub1_full(&sweepers);
+    AO_store_release(&tc->sweeping, 0);
+}
+
+/* Refilled bytes are counted per thread and added to the shared counters
+ * a few refills at a time. */
+#define ALLOCD_FLUSH ((uint64_t)64 << 10)
+
+static void count_refill(struct thread_cache *tc, uint64_t bytes)
+{
+    tc->allocd += bytes;
+    if (tc->allocd >= ALLOCD_FLUSH) {
+        count_allocated((int64_t)tc->allocd);
+        tc->allocd = 0;
+    }
 }
 
 /* Slots handed to a cache per refill: a few KiB, so that caches stay
@@ -406,21 +428,21 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
     struct sweep_cursor *cur = &tc->cursor[kind][c];
     size_t want = batch_slots(r);
     for (;;) {
-        if (sweep_enter()) {
+        if (sweep_enter(tc)) {
             if (cur->span) {
                 size_t n;
                 void *list = sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
                 if (cur->next >= cur->end)
                     cur->span = NULL;
                 tc->free[kind][c] = list;
-                sweep_exit();
+                sweep_exit(tc);
                 if (list) {
-                    count_allocated(n * r->size);
+                    count_refill(tc, n * r->size);
                     break;
                 }
                 continue;
             }
-            sweep_exit();
+            sweep_exit(tc);
         }
         lock();                       /* also waits for a collection */
         if (ck->free) {
@@ -435,7 +457,7 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
             tail[0] = link_encode(NULL);
             class_kind_free_count[c][kind] -= (uint32_t)n;
             tc->free[kind][c] = head;
-            count_allocated(n * r->size);
+            count_refill(tc, n * r->size);
             unlock();
             break;
         }
@@ -556,8 +578,11 @@ LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
 /* Explicit free                                                        */
 
 /* At a collection the global free lists of collectable kinds are dropped:
- * the sweep finds their slots again.  Uncollectable spans are never swept,
- * so their lists (slots freed with GC_free, or not yet handed out) stay. */
+ * the sweep finds their slots again.  Their slots may still be marked
+ * (freed while their span was being swept, or left by an exiting thread):
+ * unmark them, or a minor collection would take them for old objects.
+ * Uncollectable spans are never swept, so their lists (slots freed with
+ * GC_free, or not yet handed out) stay. */
 void caches_discard(void)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++)
@@ -565,6 +590,8 @@ void caches_discard(void)
             class_kinds[c][k].unswept = NULL;
             if (kinds[k].uncollectable)
                 continue;
+            for (void **p = class_kinds[c][k].free; p; p = link_decode(p[0]))
+                mark_clear(&regions[c], p);
             class_kinds[c][k].free = NULL;
             class_kind_free_count[c][k] = 0;
         }
@@ -591,6 +618,8 @@ void cache_mark(struct thread_cache *tc)
 /* A thread leaves: its free slots go to the global lists.  Lock held. */
 void cache_return(struct thread_cache *tc)
 {
+    count_allocated((int64_t)tc->allocd);
+    tc->allocd = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
             void **head = tc->free[k][c];
@@ -662,6 +691,7 @@ static void free_object(void *p)
     unsigned c = (unsigned)(r - regions);
     if (r->large) {
         hs.freed_since_gc += s->obj_bytes;
+        mark_clear(r, p);
         span_free(r, s);
         unlock();
         return;
@@ -681,8 +711,7 @@ static void free_object(void *p)
     hs.freed_since_gc += r->size;
     if (s->state == SPAN_UNSWEPT) {
         /* The lazy sweep will find it: unmark it, mark it free. */
-        uint64_t bit = lowfat_slot_number(p) - r->q0;
-        r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
+        mark_clear(r, p);
         slot_make_free(p, NULL);
     } else {
         struct class_kind *ck = &class_kinds[c][kind];

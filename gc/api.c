@@ -173,8 +173,6 @@ LFGC_EXPORT void GC_end_stubborn_change(const void *p) { (void)p; }
 
 LFGC_EXPORT void GC_set_handle_fork(int v) { (void)v; }
 
-LFGC_EXPORT void GC_enable_incremental(void) {}
-LFGC_EXPORT int GC_is_incremental_mode(void) { return 0; }
 LFGC_EXPORT void GC_set_time_limit(unsigned long ms) { GC_time_limit = ms; }
 LFGC_EXPORT unsigned long GC_get_time_limit(void) { return GC_time_limit; }
 

@@ -7,6 +7,15 @@
  * when the heap would grow past its expanded size; otherwise expand it.
  * A larger divisor means more collections and a smaller heap.  GC_INITIAL_HEAP_SIZE defers the first collections,
  * GC_MAXIMUM_HEAP_SIZE caps growth, GC_DONT_GC turns collection off.
+ *
+ * Generational collections: where the kernel tracks writes (dirty.c), a
+ * collection triggered by allocation is minor: it keeps the marks of the
+ * last one and traces only what is new or on written pages.  Objects
+ * surviving one collection are thereby promoted, and dead promoted objects
+ * wait for the next full collection, which comes after MAX_MINORS minor
+ * ones, or once the bytes marked exceed those of the last full collection
+ * by half (promoted garbage), or when the program asks (GC_gcollect) or
+ * the heap is full.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -30,6 +39,15 @@ static bool collecting;
  * RSS -9% for +3% collections). */
 #define MIN_EXPANSION ((uint64_t)256 << 10)
 #define MAX_EXPANSION ((uint64_t)8 << 20)
+/* Minor collections between two full ones, at most. */
+#define MAX_MINORS 16
+
+static unsigned minors_since_full;
+static uint64_t full_ptrful, full_ptrfree;  /* marked by the last full one */
+static uint64_t traced_last_minor;      /* bytes the last minor one marked   */
+/* A minor collection is skipped when the bytes it would leave marked
+ * exceed those of the last full one by more than 1/PROMOTE_DIV. */
+#define PROMOTE_DIV 4
 
 uint64_t now_ns(void)
 {
@@ -74,6 +92,13 @@ static void read_environment(void)
         GC_dont_gc = 1;
     if (getenv("GC_PRINT_STATS"))
         print_stats = true;
+    /* Generational collection is on unless turned off; bdwgc's variable
+     * turns off its (generational) incremental mode. */
+    const char *gen = getenv("LFGC_GENERATIONAL");
+    if (gen && *gen)
+        dirty_init(*gen != '0');
+    else
+        dirty_init(getenv("GC_DISABLE_INCREMENTAL") == NULL);
 }
 
 static void init_once_fn(void)
@@ -107,7 +132,7 @@ bool should_collect(void)
     uint64_t since = AO_load((volatile AO_t *)&hs.allocd_since_gc);
     uint64_t allocd = since > hs.freed_since_gc ? since - hs.freed_since_gc : 0;
     /* Stacks count twice, as in bdwgc: they are expensive to scan. */
-    uint64_t scan = 2 * hs.live_ptrful + hs.live_ptrfree / 4 + roots_size() +
+    uint64_t scan = 2 * hs.est_ptrful + hs.est_ptrfree / 4 + roots_size() +
                     2 * stacks_size();
     uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
     uint64_t threshold = scan / divisor;
@@ -135,11 +160,24 @@ void heap_expand_step(uint64_t need)
         hs.heap_target = target;
 }
 
-/* A full collection.  Lock held.  Every step runs with the world
- * stopped; reclaiming is deferred to allocation (lazy sweep). */
-void collect(const char *why)
+static bool want_minor(enum collect_reason why)
 {
-    (void)why;
+    if (why == COLLECT_MINOR)
+        return true;
+    if (why != COLLECT_ALLOCATION || minors_since_full >= MAX_MINORS)
+        return false;
+    /* Promoted garbage takes room: bounded by a fraction of the live data. */
+    uint64_t full = full_ptrful + full_ptrfree;
+    uint64_t room = full / PROMOTE_DIV;
+    /* The next minor collection will likely promote about as much as the
+     * last one did. */
+    return hs.live_bytes + traced_last_minor <= full + room;
+}
+
+/* A collection, full or minor.  Lock held.  Every step runs with the
+ * world stopped; reclaiming is deferred to allocation (lazy sweep). */
+void collect(enum collect_reason why)
+{
     if (GC_dont_gc || collecting || !layout_ok)
         return;
     collecting = true;
@@ -154,9 +192,16 @@ void collect(const char *why)
     caches_discard();
 
     event(GC_EVENT_MARK_START);
-    mark_clear_all();
+    /* Always asked, so that tracking starts (or recovers) at once. */
+    bool minor = dirty_begin() && want_minor(why);
+    uint64_t carried_ptrful = minor ? hs.live_ptrful : 0;
+    uint64_t carried_ptrfree = minor ? hs.live_ptrfree : 0;
+    if (!minor)
+        mark_clear_all();
     caches_mark();
-    mark_begin();
+    mark_begin(minor ? traced_last_minor : hs.live_ptrful);
+    if (minor)
+        dirty_mark_old();
     uncollectables_push();
     roots_mark();
     stacks_mark();
@@ -166,8 +211,24 @@ void collect(const char *why)
     event(GC_EVENT_RECLAIM_START);
     sweep_after_mark();
     event(GC_EVENT_RECLAIM_END);
+    dirty_protect();
 
     GC_gc_no++;
+    hs.last_minor = minor;
+    if (minor) {
+        hs.minor_collections++;
+        minors_since_full++;
+        uint64_t new_ptrful = hs.live_ptrful > carried_ptrful ? hs.live_ptrful - carried_ptrful : 0;
+        uint64_t new_ptrfree = hs.live_ptrfree > carried_ptrfree ? hs.live_ptrfree - carried_ptrfree : 0;
+        traced_last_minor = new_ptrful;
+        hs.est_ptrful = full_ptrful + new_ptrful;
+        hs.est_ptrfree = full_ptrfree + new_ptrfree;
+    } else {
+        minors_since_full = 0;
+        traced_last_minor = 0;      /* unknown: try a minor one next */
+        full_ptrful = hs.est_ptrful = hs.live_ptrful;
+        full_ptrfree = hs.est_ptrfree = hs.live_ptrfree;
+    }
     hs.allocd_since_gc = 0;
     hs.freed_since_gc = 0;
     release_idle_spans(false);
@@ -188,7 +249,7 @@ LFGC_EXPORT void GC_gcollect(void)
 {
     ensure_init();
     lock();
-    collect("explicit");
+    collect(COLLECT_EXPLICIT);
     if (gcollect_unmaps())
         release_idle_spans(true);
     unlock();
@@ -198,12 +259,49 @@ LFGC_EXPORT void GC_gcollect_and_unmap(void)
 {
     ensure_init();
     lock();
-    collect("explicit");
+    collect(COLLECT_EXPLICIT);
     release_idle_spans(true);
     unlock();
 }
 
+/* bdwgc does a little of an incremental collection here.  lfgc has no
+ * collection in progress between calls: it collects (minor if it can)
+ * when the policy says it is time, as allocation would. */
 LFGC_EXPORT int GC_collect_a_little(void)
 {
+    ensure_init();
+    lock();
+    if (should_collect())
+        collect(COLLECT_ALLOCATION);
+    unlock();
     return 0;
+}
+
+LFGC_EXPORT int lfgc_collect_minor(void)
+{
+    ensure_init();
+    lock();
+    uint64_t before = GC_gc_no;
+    collect(COLLECT_MINOR);
+    int minor = GC_gc_no != before && hs.last_minor;
+    unlock();
+    return minor;
+}
+
+LFGC_EXPORT void GC_enable_incremental(void)
+{
+    ensure_init();
+    /* The environment wins over the call, as GC_DISABLE_INCREMENTAL does
+     * in bdwgc. */
+    const char *gen = getenv("LFGC_GENERATIONAL");
+    if (!getenv("GC_DISABLE_INCREMENTAL") && !(gen && *gen == '0')) {
+        lock();
+        dirty_init(true);
+        unlock();
+    }
+}
+
+LFGC_EXPORT int GC_is_incremental_mode(void)
+{
+    return dirty_enabled();
 }

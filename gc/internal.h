@@ -171,6 +171,10 @@ struct sweep_cursor {
 struct thread_cache {
     void *free[NUM_CACHED_KINDS][NUM_SMALL_CLASSES];
     struct sweep_cursor cursor[NUM_CACHED_KINDS][NUM_SMALL_CLASSES];
+    /* Per thread, so that refills touch no cache line shared with other
+     * threads: */
+    volatile AO_t sweeping;     /* sweeping outside the lock (sweep_enter) */
+    uint64_t allocd;            /* bytes refilled, not yet added to hs     */
 };
 extern __thread struct thread_cache *tl_cache __attribute__((tls_model("initial-exec")));
 extern struct thread_cache empty_cache;
@@ -182,7 +186,6 @@ void alloc_init(void);
 void *alloc_kind(size_t bytes, unsigned kind);
 void *alloc_aligned(size_t align, size_t bytes, unsigned kind);
 void caches_discard(void);
-extern volatile AO_t sweepers;
 extern volatile AO_t gc_pending;
 void sweepers_hold(void);
 void sweepers_release(void);
@@ -197,17 +200,34 @@ void warn(const char *fmt, uintptr_t arg);
 
 void mark_init(void);
 void mark_prepare(void);
-void mark_begin(void);
+void mark_begin(uint64_t expected_bytes);  /* bytes it expects to trace */
 void mark_finish(void);
 void mark_after_fork(void);
 unsigned mark_markers(void);
 void mark_set_markers(unsigned n);
 void mark_clear_all(void);
 void mark_range(const void *lo, const void *hi);   /* scan a root range    */
+/* Clear the mark of the object at p (a slot base), lock held: objects
+ * freed explicitly must not look old to a minor collection. */
+static inline void mark_clear(struct region *r, const void *p)
+{
+    uint64_t bit = lowfat_slot_number(p) - r->q0;
+    r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
+}
 void uncollectables_push(void);
 void sweep_after_mark(void);
 void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);
+
+/* ------------------------------------------------------------------ */
+/* Written-page tracking for minor collections (dirty.c)               */
+
+void dirty_init(bool enable);
+bool dirty_enabled(void);
+bool dirty_begin(void);           /* false: this collection must be full  */
+void dirty_mark_old(void);
+void dirty_protect(void);
+void dirty_after_fork(void);
 
 /* ------------------------------------------------------------------ */
 /* Roots (roots.c)                                                     */
@@ -223,6 +243,8 @@ extern pthread_mutex_t gc_lock;
 void threads_init(void);
 struct thread_cache *thread_cache_create(void);
 void caches_mark(void);                 /* cache_mark() on every thread  */
+bool threads_sweeping(void);            /* some thread is in sweep_enter  */
+uint64_t threads_allocd_pending(void);  /* sum of the caches' allocd      */
 void cache_mark(struct thread_cache *tc);
 void cache_return(struct thread_cache *tc);
 void stop_world(void);
@@ -251,6 +273,13 @@ struct gc_heap_stats {
                                    GC_expand_hp raise it                  */
     uint64_t max_heap;          /* 0: unlimited                             */
     uint64_t mark_overflows;
+    uint64_t est_ptrful;        /* live bytes as the policy estimates them: */
+    uint64_t est_ptrfree;       /* the marked bytes after a full collection,
+                                   after a minor one those of the last full
+                                   one plus what the minor one newly marked
+                                   (promoted garbage left out)              */
+    uint64_t minor_collections; /* collections that kept the old marks     */
+    bool last_minor;            /* the last collection was minor           */
 };
 extern struct gc_heap_stats hs;
 extern bool print_stats;
@@ -260,7 +289,10 @@ void ensure_init(void);
 bool should_collect(void);
 bool gcollect_unmaps(void);
 void heap_expand_step(uint64_t need);
-void collect(const char *why);
+/* Why a collection runs: only one triggered by allocation may be minor. */
+enum collect_reason { COLLECT_NONE, COLLECT_ALLOCATION, COLLECT_HEAP_FULL, COLLECT_EXPLICIT,
+                      COLLECT_MINOR };
+void collect(enum collect_reason why);
 void stats_record_pause(uint64_t ns);
 void stats_print_collection(uint64_t pause_ns);
 void event(GC_EventType e);

@@ -402,13 +402,13 @@ void mark_prepare(void)
 }
 
 /* Begin a mark: helpers (if any) can join once work is shared. */
-void mark_begin(void)
+void mark_begin(uint64_t expected_bytes)
 {
     AO_store_full(&overflowed, 0);
     markers[0].top = markers[0].stack;
     /* Waking a helper costs tens of microseconds or more: worth it only
-     * when the last collection found enough to scan. */
-    parallel_now = helpers_started > 0 && hs.live_ptrful >= PARALLEL_MIN_LIVE;
+     * when there is enough to scan (as the last similar collection found). */
+    parallel_now = helpers_started > 0 && expected_bytes >= PARALLEL_MIN_LIVE;
     if (!parallel_now)
         return;
     pthread_mutex_lock(&work_lock);

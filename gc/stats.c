@@ -25,9 +25,10 @@ void stats_record_pause(uint64_t ns)
 void stats_print_collection(uint64_t pause_ns)
 {
     fprintf(stderr,
-            "lfgc: collection %lu: heap %llu KiB, live %llu KiB, "
+            "lfgc: collection %lu (%s): heap %llu KiB, live %llu KiB, "
             "reclaimed %llu KiB, pause %.3f ms\n",
-            (unsigned long)GC_gc_no, (unsigned long long)(hs.heap_bytes >> 10),
+            (unsigned long)GC_gc_no, hs.last_minor ? "minor" : "full",
+            (unsigned long long)(hs.heap_bytes >> 10),
             (unsigned long long)(hs.live_bytes >> 10),
             (unsigned long long)(hs.reclaimed_last >> 10), pause_ns / 1e6);
 }
@@ -112,7 +113,10 @@ LFGC_EXPORT size_t GC_get_bytes_since_gc(void)
 
 LFGC_EXPORT size_t GC_get_total_bytes(void)
 {
-    return hs.total_allocd;
+    lock();
+    size_t n = hs.total_allocd + threads_allocd_pending();
+    unlock();
+    return n;
 }
 
 LFGC_EXPORT GC_word GC_get_gc_no(void)
@@ -135,7 +139,7 @@ LFGC_EXPORT void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
     if (bytes_since_gc)
         *bytes_since_gc = hs.allocd_since_gc;
     if (total_bytes)
-        *total_bytes = hs.total_allocd;
+        *total_bytes = hs.total_allocd + threads_allocd_pending();
     unlock();
 }
 
@@ -147,11 +151,12 @@ LFGC_EXPORT void lfgc_get_stats(struct lfgc_stats *out)
     out->heap_bytes = GC_get_heap_size();
     out->live_bytes = hs.live_bytes;
     out->reclaimed_bytes = hs.reclaimed_last;
-    out->total_allocated = hs.total_allocd;
+    out->total_allocated = hs.total_allocd + threads_allocd_pending();
     out->last_pause_ns = last_pause;
     out->max_pause_ns = max_pause;
     out->total_pause_ns = total_pause;
     out->mark_stack_overflows = hs.mark_overflows;
+    out->minor_collections = hs.minor_collections;
     unlock();
 }
 

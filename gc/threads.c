@@ -169,6 +169,24 @@ void caches_mark(void)
         cache_mark(&t->cache);
 }
 
+bool threads_sweeping(void)
+{
+    for (struct thread_rec *t = threads; t; t = t->next)
+        if (AO_load_full(&t->cache.sweeping))
+            return true;
+    return false;
+}
+
+/* Bytes threads refilled and have not yet counted (read racily: a
+ * statistic). */
+uint64_t threads_allocd_pending(void)
+{
+    uint64_t n = 0;
+    for (struct thread_rec *t = threads; t; t = t->next)
+        n += *(volatile uint64_t *)&t->cache.allocd;
+    return n;
+}
+
 /* ------------------------------------------------------------------ */
 /* Stopping the world                                                   */
 
@@ -363,10 +381,10 @@ static void atfork_child(void)
     }
     if (me)
         me->id = pthread_self();
-    AO_store(&sweepers, 0);
     AO_store(&gc_pending, 0);
     sem_init(&ack_sem, 0, 0);
     mark_after_fork();
+    dirty_after_fork();
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);

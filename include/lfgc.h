@@ -25,10 +25,18 @@ struct lfgc_stats {
     uint64_t max_pause_ns;      /* longest world-stopped time               */
     uint64_t total_pause_ns;    /* sum of all world-stopped times           */
     uint64_t mark_stack_overflows; /* times the mark stack overflowed      */
+    uint64_t minor_collections; /* of the collections, how many were minor  */
 };
 
 /* Copy the current figures into *out. */
 extern void lfgc_get_stats(struct lfgc_stats *out);
+
+/* Collect now, minor if possible: trace only from the roots, the objects
+ * allocated since the last collection and the older objects on pages
+ * written since then (generational collection, on by default where the
+ * kernel can track writes: see docs/design.md).  Full otherwise.  Returns
+ * 1 if the collection was minor, 0 if it was full. */
+extern int lfgc_collect_minor(void);
 
 /* Copy the world-stopped times of the most recent collections (up to
  * `max`, oldest first, at most the last 4096) into ns[]; returns how many

@@ -1,0 +1,544 @@
+/* test_generational.c: minor collections keep what is live and reclaim
+ * young garbage.
+ *
+ * A minor collection traces only from the roots, the young objects and the
+ * old objects on pages written since the last collection.  The cases here
+ * are the ways an old object comes to hold the only reference to a young
+ * one: a store by the program, a store by the kernel (read() into an old
+ * buffer), a store into an old object that shares its page with nothing
+ * young; and a random graph mutated across many minor and full
+ * collections, on one thread and on two.  Garbage must go: young garbage
+ * at the next minor collection, promoted garbage at the next full one.
+ *
+ * Minor collections need the kernel's asynchronous write protection
+ * (userfaultfd WP_ASYNC and PAGEMAP_SCAN, Linux 6.7).  Where it is missing
+ * lfgc_collect_minor() runs full collections and returns 0: the checks of
+ * what stays live still run, and the cases that need a minor collection
+ * say so and are skipped.
+ */
+#define GC_THREADS
+#include "test_util.h"      /* first: it defines _GNU_SOURCE */
+
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TestSuite(gen, .init = tu_warm_up);
+
+/* True when minor collections run here; the collector starts from a full
+ * collection. */
+static TU_NOINLINE int minor_available(void)
+{
+    tu_collect();
+    return lfgc_collect_minor();
+}
+
+static TU_NOINLINE int collect_minor(void)
+{
+    tu_clear_stack();
+    int minor = lfgc_collect_minor();
+    tu_clear_stack();
+    return minor;
+}
+
+#define NEED_MINOR()                                                          \
+    do {                                                                      \
+        if (!minor_available())                                               \
+            cr_skip_test("minor collections unavailable: the kernel lacks "  \
+                         "userfaultfd asynchronous write protection");        \
+    } while (0)
+
+/* ------------------------------------------------------------------ */
+/* Old objects pointing to young ones                                   */
+
+#define OLD_N 2000
+#define YOUNG_BYTES 48
+
+struct old_node {
+    void *young;
+    uint64_t pad[5];
+};
+
+static struct old_node *volatile *old_nodes;   /* a GC_malloc'ed root array */
+
+static TU_NOINLINE void make_old_nodes(void)
+{
+    old_nodes = GC_malloc(OLD_N * sizeof(void *));
+    cr_assert_not_null(old_nodes);
+    for (size_t i = 0; i < OLD_N; i++) {
+        old_nodes[i] = GC_malloc(sizeof(struct old_node));
+        cr_assert_not_null(old_nodes[i]);
+    }
+}
+
+/* Give every old node a fresh young object, referenced only from it. */
+static TU_NOINLINE void attach_young(uint64_t round)
+{
+    for (size_t i = 0; i < OLD_N; i++) {
+        char *y = GC_malloc(YOUNG_BYTES);
+        cr_assert_not_null(y);
+        tu_fill_bytes(y, YOUNG_BYTES, round * OLD_N + i);
+        old_nodes[i]->young = y;
+    }
+}
+
+static TU_NOINLINE size_t count_intact(uint64_t round)
+{
+    size_t ok = 0;
+    for (size_t i = 0; i < OLD_N; i++) {
+        void *y = old_nodes[i]->young;
+        if (tu_check_bytes(y, YOUNG_BYTES, round * OLD_N + i) == YOUNG_BYTES &&
+            lfgc_is_live(y))
+            ok++;
+    }
+    return ok;
+}
+
+/* Garbage between the stores and the collection, so that freed slots get
+ * reused for young objects that must not be confused with old ones. */
+static TU_NOINLINE void churn(size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *p = GC_malloc(YOUNG_BYTES);
+        cr_assert_not_null(p);
+        p[0] = 1;
+    }
+}
+
+Test(gen, old_to_young_stores_survive_minor_collections)
+{
+    NEED_MINOR();
+    make_old_nodes();
+    tu_collect();                           /* the nodes are old now */
+    for (uint64_t round = 1; round <= 20; round++) {
+        attach_young(round);
+        churn(20000);
+        int minor = collect_minor();
+        cr_assert(minor, "round %lu: expected a minor collection", (unsigned long)round);
+        cr_assert_eq(count_intact(round), OLD_N,
+                     "round %lu: young objects held only by old ones were lost",
+                     (unsigned long)round);
+    }
+    struct lfgc_stats st;
+    lfgc_get_stats(&st);
+    cr_assert_geq(st.minor_collections, 20);
+    old_nodes = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* The kernel writes a pointer into an old buffer                       */
+
+static void *volatile *old_buffer;
+
+static TU_NOINLINE GC_hidden_pointer young_through_pipe(int fd_write)
+{
+    char *y = GC_malloc(YOUNG_BYTES);
+    cr_assert_not_null(y);
+    tu_fill_bytes(y, YOUNG_BYTES, 4242);
+    cr_assert_eq(write(fd_write, &y, sizeof y), (ssize_t)sizeof y);
+    return tu_hide(y);
+}
+
+static TU_NOINLINE void read_pointer_into_old(int fd_read)
+{
+    cr_assert_eq(read(fd_read, (void *)&old_buffer[17], sizeof(void *)),
+                 (ssize_t)sizeof(void *));
+}
+
+Test(gen, pointer_stored_by_read_survives)
+{
+    NEED_MINOR();
+    /* Pointer-free neighbours would not do: the buffer is scanned. */
+    old_buffer = GC_malloc(4096);
+    cr_assert_not_null(old_buffer);
+    tu_collect();                           /* old and write-protected */
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    GC_hidden_pointer h = young_through_pipe(fds[1]);
+    read_pointer_into_old(fds[0]);
+    close(fds[0]);
+    close(fds[1]);
+    churn(20000);
+    cr_assert(collect_minor());
+    cr_assert(tu_live(h), "an object referenced only by read() data was freed");
+    cr_assert(tu_slot_is(&old_buffer[17], h, 0));
+    cr_assert_eq(tu_check_bytes(old_buffer[17], YOUNG_BYTES, 4242), YOUNG_BYTES);
+    old_buffer = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* A page of old objects only, written once                             */
+
+static TU_NOINLINE GC_hidden_pointer store_young_in(void **obj, uint64_t seed)
+{
+    char *y = GC_malloc(YOUNG_BYTES);
+    cr_assert_not_null(y);
+    tu_fill_bytes(y, YOUNG_BYTES, seed);
+    *obj = y;
+    return tu_hide(y);
+}
+
+Test(gen, store_into_page_of_old_objects_is_seen)
+{
+    NEED_MINOR();
+    /* Pages full of old 16-byte-class objects: they are write-protected,
+     * so only the write fault tells the collector about the store. */
+    enum { N = 4096 };
+    void **volatile *objs = GC_malloc(N * sizeof(void *));
+    cr_assert_not_null(objs);
+    for (size_t i = 0; i < N; i++) {
+        objs[i] = GC_malloc(8);
+        cr_assert_not_null(objs[i]);
+    }
+    tu_collect();
+    cr_assert(collect_minor());
+    GC_hidden_pointer h[8];
+    for (unsigned k = 0; k < 8; k++)
+        h[k] = store_young_in(objs[k * 500 + 7], 900 + k);
+    churn(20000);
+    cr_assert(collect_minor());
+    churn(20000);
+    cr_assert(collect_minor());
+    for (unsigned k = 0; k < 8; k++) {
+        cr_assert(tu_live(h[k]), "young object %u, stored in an old one, was freed", k);
+        cr_assert(tu_slot_is((void *volatile *)objs[k * 500 + 7], h[k], 0));
+        cr_assert_eq(tu_check_bytes(*objs[k * 500 + 7], YOUNG_BYTES, 900 + k), YOUNG_BYTES);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Garbage goes                                                          */
+
+static TU_NOINLINE GC_hidden_pointer young_garbage(void)
+{
+    char *p = GC_malloc(YOUNG_BYTES);
+    cr_assert_not_null(p);
+    p[0] = 1;
+    return tu_hide(p);
+}
+
+Test(gen, young_garbage_is_reclaimed_by_minor_collection)
+{
+    NEED_MINOR();
+    GC_hidden_pointer h[64];
+    for (unsigned i = 0; i < 64; i++)
+        h[i] = young_garbage();
+    cr_assert(collect_minor());
+    unsigned alive = 0;
+    for (unsigned i = 0; i < 64; i++)
+        alive += (unsigned)tu_live(h[i]);
+    /* A stray word may pin one; not many. */
+    cr_assert_leq(alive, 2, "%u of 64 young garbage objects survived a minor collection", alive);
+}
+
+static void *volatile promoted_root;
+
+static TU_NOINLINE void make_promoted(GC_hidden_pointer *h)
+{
+    char *p = GC_malloc(YOUNG_BYTES);
+    cr_assert_not_null(p);
+    promoted_root = p;
+    *h = tu_hide(p);
+}
+
+Test(gen, promoted_garbage_is_reclaimed_by_full_collection)
+{
+    NEED_MINOR();
+    GC_hidden_pointer h;
+    make_promoted(&h);
+    cr_assert(collect_minor());             /* survives: promoted */
+    cr_assert(tu_live(h));
+    promoted_root = NULL;
+    tu_collect();
+    cr_assert(!tu_live(h), "promoted garbage survived a full collection");
+}
+
+/* Allocation-triggered collections are minor most of the time and the
+ * heap stays bounded while a live set is kept intact. */
+#define KEEP 512
+static void *volatile keep[KEEP];
+
+static TU_NOINLINE void churn_and_keep(size_t rounds)
+{
+    for (size_t r = 0; r < rounds; r++) {
+        size_t i = r % KEEP;
+        size_t n = 16 + (r * 7) % 200;
+        char *p = GC_malloc(n);
+        cr_assert_not_null(p);
+        tu_fill_bytes(p, n, r);
+        if (r % 97 == 0)
+            keep[i] = p;                    /* some survive, most die young */
+    }
+}
+
+Test(gen, allocation_runs_minor_collections_with_bounded_heap)
+{
+    NEED_MINOR();
+    struct lfgc_stats before, after;
+    lfgc_get_stats(&before);
+    churn_and_keep(2000000);
+    size_t heap1 = GC_get_heap_size();
+    churn_and_keep(4000000);
+    size_t heap2 = GC_get_heap_size();
+    lfgc_get_stats(&after);
+    uint64_t gcs = after.collections - before.collections;
+    uint64_t minors = after.minor_collections - before.minor_collections;
+    cr_assert_gt(gcs, 10);
+    cr_assert_gt(minors, gcs / 2, "only %lu of %lu collections were minor",
+                 (unsigned long)minors, (unsigned long)gcs);
+    cr_assert_leq(heap2, heap1 + heap1 / 2 + (4u << 20),
+                  "heap grew from %zu to %zu with a constant live set", heap1, heap2);
+    /* The kept objects are the last ones stored in each slot. */
+    for (size_t i = 0; i < KEEP; i++) {
+        size_t r = 0;
+        for (size_t k = 0; k < 4000000; k++)
+            if (k % 97 == 0 && k % KEEP == i)
+                r = k;
+        size_t n = 16 + (r * 7) % 200;
+        if (keep[i] && r)
+            cr_assert_eq(tu_check_bytes((void *)keep[i], n, r), n, "kept object %zu damaged", i);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* A random graph, mutated across minor and full collections            */
+
+#define GRAPH_ROOTS 256
+#define EDGES 4
+
+struct gnode {
+    struct gnode *edge[EDGES];
+    uint64_t id;
+    uint64_t check;                 /* a function of id */
+    char payload[24];
+};
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+struct graph {
+    struct gnode *roots[GRAPH_ROOTS];
+    uint64_t rng, next_id;
+};
+
+static uint64_t rnd(struct graph *g)
+{
+    g->rng = g->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return g->rng >> 17;
+}
+
+static struct gnode *new_node(struct graph *g)
+{
+    struct gnode *n = GC_malloc(sizeof *n);
+    cr_assert_not_null(n);
+    n->id = ++g->next_id;
+    n->check = mix(n->id);
+    memset(n->payload, (int)(n->id & 0x7f), sizeof n->payload);
+    return n;
+}
+
+/* Some random node reachable from a random root, or NULL. */
+static struct gnode *random_node(struct graph *g)
+{
+    struct gnode *n = g->roots[rnd(g) % GRAPH_ROOTS];
+    for (unsigned hops = (unsigned)(rnd(g) % 6); n && hops; hops--) {
+        struct gnode *m = n->edge[rnd(g) % EDGES];
+        if (!m)
+            break;
+        n = m;
+    }
+    return n;
+}
+
+static void mutate(struct graph *g, size_t steps)
+{
+    for (size_t s = 0; s < steps; s++) {
+        uint64_t op = rnd(g) % 10;
+        if (op < 5) {
+            /* New node stored into an (often old) reachable one. */
+            struct gnode *n = random_node(g);
+            struct gnode *y = new_node(g);
+            y->edge[0] = random_node(g);
+            if (n)
+                n->edge[rnd(g) % EDGES] = y;
+            else
+                g->roots[rnd(g) % GRAPH_ROOTS] = y;
+        } else if (op < 8) {
+            /* Rewire old to old. */
+            struct gnode *a = random_node(g), *b = random_node(g);
+            if (a)
+                a->edge[rnd(g) % EDGES] = b;
+        } else if (op < 9) {
+            g->roots[rnd(g) % GRAPH_ROOTS] = new_node(g);
+        } else {
+            g->roots[rnd(g) % GRAPH_ROOTS] = NULL;   /* drop a subgraph */
+        }
+    }
+}
+
+/* Visit every reachable node (marking by id parity flips would need a
+ * side table; a bounded depth-first walk with a visited hash does). */
+static size_t verify(struct graph *g)
+{
+    size_t cap = 1u << 20, seen_n = 0, bad = 0;
+    uint64_t *seen = calloc(cap, sizeof *seen);
+    struct gnode **stack = malloc(cap * sizeof *stack);
+    cr_assert(seen && stack);
+    size_t top = 0;
+    for (size_t r = 0; r < GRAPH_ROOTS; r++)
+        if (g->roots[r])
+            stack[top++] = g->roots[r];
+    while (top) {
+        struct gnode *n = stack[--top];
+        if (n->check != mix(n->id) || n->id == 0 || n->id > g->next_id) {
+            bad++;
+            continue;
+        }
+        for (size_t k = 0; k < sizeof n->payload; k++)
+            if (n->payload[k] != (char)(n->id & 0x7f)) {
+                bad++;
+                break;
+            }
+        size_t h = (size_t)mix(n->id) & (cap - 1);
+        while (seen[h] && seen[h] != n->id)
+            h = (h + 1) & (cap - 1);
+        if (seen[h])
+            continue;
+        seen[h] = n->id;
+        if (++seen_n > cap / 2)
+            break;
+        for (unsigned e = 0; e < EDGES; e++)
+            if (n->edge[e] && top < cap)
+                stack[top++] = n->edge[e];
+    }
+    free(seen);
+    free(stack);
+    return bad;
+}
+
+static struct graph *graph_new(uint64_t seed)
+{
+    struct graph *g = GC_malloc_uncollectable(sizeof *g);
+    cr_assert_not_null(g);
+    g->rng = seed;
+    return g;
+}
+
+static void run_graph(struct graph *g, int rounds)
+{
+    for (int round = 0; round < rounds; round++) {
+        mutate(g, 20000);
+        if (round % 7 == 6)
+            GC_gcollect();
+        else
+            lfgc_collect_minor();
+        cr_assert_eq(verify(g), 0, "round %d: reachable nodes damaged", round);
+    }
+}
+
+Test(gen, random_graph_survives_minor_and_full_collections)
+{
+    struct graph *g = graph_new(12345);
+    run_graph(g, 40);
+    GC_free(g);
+}
+
+static void *graph_thread(void *arg)
+{
+    struct graph *g = graph_new((uint64_t)(uintptr_t)arg);
+    for (int round = 0; round < 30; round++) {
+        mutate(g, 20000);           /* allocation triggers the collections */
+        if (verify(g) != 0) {
+            GC_free(g);
+            return (void *)1;
+        }
+    }
+    GC_free(g);
+    return NULL;
+}
+
+Test(gen, random_graphs_on_two_threads)
+{
+    pthread_t t[2];
+    for (uintptr_t i = 0; i < 2; i++)
+        cr_assert_eq(GC_pthread_create(&t[i], NULL, graph_thread, (void *)(i + 77)), 0);
+    for (int i = 0; i < 2; i++) {
+        void *ret = (void *)2;
+        cr_assert_eq(GC_pthread_join(t[i], &ret), 0);
+        cr_assert_null(ret, "thread %d found damaged nodes", i);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* fork, and the switches                                                */
+
+Test(gen, child_after_fork_collects_minor_again)
+{
+    NEED_MINOR();
+    make_old_nodes();
+    tu_collect();
+    attach_young(7);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        /* The child's first collection is full (tracking is set up
+         * anew), later ones minor; the data survive both. */
+        int first = collect_minor();
+        attach_young(8);
+        int second = collect_minor();
+        _exit(first == 0 && second == 1 && count_intact(8) == OLD_N ? 0 : 1);
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
+    cr_assert(collect_minor());
+    cr_assert_eq(count_intact(7), OLD_N);
+    old_nodes = NULL;
+}
+
+/* Re-run this program with the environment under test; the child reports
+ * from a constructor, before Criterion starts. */
+__attribute__((constructor)) static void child_report(void)
+{
+    if (!getenv("LFGC_GEN_CHILD"))
+        return;
+    GC_INIT();
+    GC_gcollect();
+    int minor = lfgc_collect_minor();
+    printf("incremental=%d minor=%d\n", GC_is_incremental_mode(), minor);
+    fflush(stdout);
+    _exit(0);
+}
+
+static void run_child(const char *env, char *out, size_t len)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    cr_assert_gt(n, 0);
+    exe[n] = 0;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "env LFGC_GEN_CHILD=1 %s '%s'", env, exe);
+    FILE *f = popen(cmd, "r");
+    cr_assert_not_null(f);
+    out[0] = 0;
+    if (!fgets(out, (int)len, f))
+        out[0] = 0;
+    cr_assert_eq(pclose(f), 0);
+}
+
+Test(gen, environment_turns_generational_collection_off)
+{
+    NEED_MINOR();
+    char out[256];
+    run_child("", out, sizeof out);
+    cr_assert_str_eq(out, "incremental=1 minor=1\n");
+    run_child("LFGC_GENERATIONAL=0", out, sizeof out);
+    cr_assert_str_eq(out, "incremental=0 minor=0\n");
+    run_child("GC_DISABLE_INCREMENTAL=1", out, sizeof out);
+    cr_assert_str_eq(out, "incremental=0 minor=0\n");
+}
