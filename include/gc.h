@@ -59,7 +59,7 @@ GC_API int GC_find_leak;            /* accepted; leak mode is not supported  */
 GC_API int GC_full_freq;            /* accepted; every collection is full    */
 GC_API int GC_use_entire_heap;      /* accepted for compatibility            */
 GC_API int GC_quiet;                /* accepted for compatibility            */
-GC_API unsigned long GC_time_limit; /* accepted; lfgc is not incremental     */
+GC_API unsigned long GC_time_limit; /* accepted; lfgc does not collect in steps */
 GC_API GC_word GC_non_gc_bytes;     /* bytes the client counts as not GC'd   */
 /* Bounds of every address the collector may treat as a heap pointer. */
 GC_API void *GC_least_plausible_heap_addr;
@@ -134,7 +134,8 @@ GC_API int GC_is_heap_ptr(const void *p);
 GC_API void GC_gcollect(void);
 /* Full collection, then return every wholly free page to the OS. */
 GC_API void GC_gcollect_and_unmap(void);
-/* lfgc does no incremental work: returns 0 (nothing left to do). */
+/* Collect (minor if possible) if the growth policy says it is time, as
+ * allocation would; returns 0: lfgc leaves no collection in progress. */
 GC_API int GC_collect_a_little(void);
 /* Nesting counter: GC_disable() increments, GC_enable() decrements;
  * collections happen only at zero. */
@@ -154,10 +155,14 @@ GC_API GC_stop_func GC_get_stop_func(void);
  * GC_gcollect_and_unmap does. */
 GC_API void GC_set_force_unmap_on_gcollect(int);
 GC_API int GC_get_force_unmap_on_gcollect(void);
-/* Accepted for compatibility; lfgc's collections are always full and
- * stop the world (the pause is short: see docs/performance.md). */
+/* Generational collection (minor collections that trace young objects
+ * and old ones on pages written since the last collection) is on by
+ * default where the kernel tracks writes (Linux 6.7+).  The first turns
+ * it on unless the environment forbids it (GC_DISABLE_INCREMENTAL,
+ * LFGC_GENERATIONAL=0); the second tells whether it is on (1) or not. */
 GC_API void GC_enable_incremental(void);
 GC_API int GC_is_incremental_mode(void);
+/* Stored and returned; lfgc does not collect in steps. */
 GC_API void GC_set_time_limit(unsigned long ms);
 GC_API unsigned long GC_get_time_limit(void);
 
