@@ -13,9 +13,10 @@
  * last one and traces only what is new or on written pages.  Objects
  * surviving one collection are thereby promoted, and dead promoted objects
  * wait for the next full collection, which comes after MAX_MINORS minor
- * ones, or once the bytes marked exceed those of the last full collection
- * by half (promoted garbage), or when the program asks (GC_gcollect) or
- * the heap is full.
+ * ones, or once the bytes marked (plus what the last minor one newly
+ * marked) would exceed those of the last full collection by 1/PROMOTE_DIV
+ * (promoted garbage), or before the heap grows, or when the program asks
+ * (GC_gcollect) or the heap is full.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -78,6 +79,17 @@ size_t env_size(const char *name, size_t dflt, bool *found)
     return (size_t)v;
 }
 
+/* What the environment says of generational collection: 1 on, 0 off, -1
+ * nothing.  LFGC_GENERATIONAL wins; bdwgc's GC_DISABLE_INCREMENTAL turns
+ * off its (generational) incremental mode. */
+static int generational_by_environment(void)
+{
+    const char *gen = getenv("LFGC_GENERATIONAL");
+    if (gen && *gen)
+        return *gen != '0';
+    return getenv("GC_DISABLE_INCREMENTAL") ? 0 : -1;
+}
+
 static void read_environment(void)
 {
     bool found;
@@ -92,13 +104,7 @@ static void read_environment(void)
         GC_dont_gc = 1;
     if (getenv("GC_PRINT_STATS"))
         print_stats = true;
-    /* Generational collection is on unless turned off; bdwgc's variable
-     * turns off its (generational) incremental mode. */
-    const char *gen = getenv("LFGC_GENERATIONAL");
-    if (gen && *gen)
-        dirty_init(*gen != '0');
-    else
-        dirty_init(getenv("GC_DISABLE_INCREMENTAL") == NULL);
+    dirty_init(generational_by_environment() != 0);
 }
 
 static void init_once_fn(void)
@@ -293,8 +299,7 @@ LFGC_EXPORT void GC_enable_incremental(void)
     ensure_init();
     /* The environment wins over the call, as GC_DISABLE_INCREMENTAL does
      * in bdwgc. */
-    const char *gen = getenv("LFGC_GENERATIONAL");
-    if (!getenv("GC_DISABLE_INCREMENTAL") && !(gen && *gen == '0')) {
+    if (generational_by_environment() != 0) {
         lock();
         dirty_init(true);
         unlock();

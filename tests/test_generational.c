@@ -257,6 +257,7 @@ Test(gen, promoted_garbage_is_reclaimed_by_full_collection)
  * heap stays bounded while a live set is kept intact. */
 #define KEEP 512
 static void *volatile keep[KEEP];
+static size_t keep_seed[KEEP];              /* round each was stored in */
 
 static TU_NOINLINE void churn_and_keep(size_t rounds)
 {
@@ -266,8 +267,10 @@ static TU_NOINLINE void churn_and_keep(size_t rounds)
         char *p = GC_malloc(n);
         cr_assert_not_null(p);
         tu_fill_bytes(p, n, r);
-        if (r % 97 == 0)
+        if (r % 97 == 0) {
             keep[i] = p;                    /* some survive, most die young */
+            keep_seed[i] = r;
+        }
     }
 }
 
@@ -290,10 +293,7 @@ Test(gen, allocation_runs_minor_collections_with_bounded_heap)
                   "heap grew from %zu to %zu with a constant live set", heap1, heap2);
     /* The kept objects are the last ones stored in each slot. */
     for (size_t i = 0; i < KEEP; i++) {
-        size_t r = 0;
-        for (size_t k = 0; k < 4000000; k++)
-            if (k % 97 == 0 && k % KEEP == i)
-                r = k;
+        size_t r = keep_seed[i];
         size_t n = 16 + (r * 7) % 200;
         if (keep[i] && r)
             cr_assert_eq(tu_check_bytes((void *)keep[i], n, r), n, "kept object %zu damaged", i);
