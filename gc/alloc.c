@@ -135,6 +135,7 @@ void span_free(struct region *r, struct span *s)
     uint64_t j = span_chunk_index(r, s);
     memset(chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
     s->state = SPAN_UNUSED;
+    s->old = 0;
     s->dirty = 1;
     s->free_since = (uint32_t)GC_gc_no;
     if (r->large) {

@@ -53,24 +53,6 @@ static bool wanted;                 /* generational collections allowed   */
 static int uffd = -1;
 static bool tracking;               /* regions registered, protections valid */
 static bool scanned_once;           /* a collection has set protections     */
-static struct scan_region *written; /* written page ranges, this collection */
-static size_t n_written, cap_written;
-
-static bool written_reserve(size_t cap)
-{
-    if (cap <= cap_written)
-        return true;
-    size_t bytes = cap * sizeof *written;
-    void *p = written
-        ? mremap(written, cap_written * sizeof *written, bytes, MREMAP_MAYMOVE)
-        : mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return false;
-    written = p;
-    cap_written = cap;
-    return true;
-}
-
 static bool register_regions(void)
 {
     if (uffd < 0) {
@@ -96,7 +78,7 @@ static bool register_regions(void)
         if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
             return false;
     }
-    return written_reserve(4096);
+    return true;
 }
 
 /* Turn generational collection on or off.  On only if the kernel can
@@ -121,15 +103,78 @@ bool dirty_enabled(void)
     return wanted;
 }
 
-/* Bytes of region r that slots in use may touch, rounded to pages. */
-static uint64_t region_used_end(const struct region *r)
+static inline uint16_t *wp_bits(struct region *r, uint64_t addr)
 {
-    uint64_t top = lowfat_heap_top[lowfat_index((void *)r->start)];
-    return (top + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+    return &r->spans[(addr - r->start) >> CHUNK_SHIFT].wp_pages;
 }
 
-/* Ask the kernel for the written pages of every region in use. */
-static bool scan_regions(void)
+static inline uint16_t page_bit(uint64_t addr)
+{
+    return (uint16_t)(1u << ((addr >> 12) & (CHUNK_SIZE / PAGE_SIZE - 1)));
+}
+
+/* Chunks that may carry protection bits: those handed out, and the one
+ * after them, into which the last span's slots may reach. */
+static uint64_t chunks_to_check(const struct region *r)
+{
+    return r->next_chunk < r->max_chunks ? r->next_chunk + 1 : r->max_chunks;
+}
+
+/* Forget every protection: tracking starts afresh. */
+static void forget_protections(void)
+{
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &regions[c];
+        if (!r->mapped)
+            continue;
+        for (uint64_t j = 0, n = chunks_to_check(r); j < n; j++)
+            r->spans[j].wp_pages = 0;
+    }
+}
+
+/* The pages of the span at chunk j that its slots touch (a large span:
+ * its object). */
+static void span_pages(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t qa, qb;
+    span_slots(r, j, &qa, &qb);
+    uint64_t end = r->large ? qa * r->size + r->spans[j].obj_bytes : qb * r->size;
+    *lo = (qa * r->size) & ~(uint64_t)(PAGE_SIZE - 1);
+    *hi = (end + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+}
+
+/* Ask the kernel which pages of [lo, hi) were written and clear their
+ * protection bits. */
+static bool clear_written(int pm, struct region *r, uint64_t lo, uint64_t hi)
+{
+    struct scan_region out[64];
+    while (lo < hi) {
+        struct scan_arg a = {
+            .size = sizeof a,
+            .flags = SCAN_CHECK_WPASYNC,
+            .start = lo,
+            .end = hi,
+            .vec = (uintptr_t)out,
+            .vec_len = sizeof out / sizeof out[0],
+            .category_mask = SCAN_PAGE_IS_WRITTEN,
+            .return_mask = SCAN_PAGE_IS_WRITTEN,
+        };
+        long n = ioctl(pm, PAGEMAP_SCAN_IOCTL, &a);
+        if (n < 0 || a.walk_end <= lo)
+            return false;
+        for (long i = 0; i < n; i++)
+            for (uint64_t p = out[i].start; p < out[i].end; p += PAGE_SIZE)
+                *wp_bits(r, p) &= (uint16_t)~page_bit(p);
+        lo = a.walk_end;
+    }
+    return true;
+}
+
+/* Bring the protection bits up to date: pages written since the last
+ * collection lose theirs.  Only chunks whose span holds old objects are
+ * asked about; elsewhere the bits are dropped, so that a page counts as
+ * written unless the kernel said otherwise. */
+static bool check_protections(void)
 {
     int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
     if (pm < 0)
@@ -139,30 +184,26 @@ static bool scan_regions(void)
         struct region *r = &regions[c];
         if (!r->mapped || !r->next_chunk)
             continue;
-        uint64_t lo = r->start, hi = region_used_end(r);
-        while (lo < hi) {
-            if (n_written == cap_written && !written_reserve(cap_written * 2)) {
-                ok = false;
-                break;
+        uint64_t run = 0, run_end = 0;      /* chunks [run, run_end) to ask about */
+        for (uint64_t j = 0, n = chunks_to_check(r); j < n && ok; j++) {
+            struct span *ch = &r->spans[j];
+            if (!ch->wp_pages)
+                continue;
+            if (!r->spans[span_index_of(r, r->start + (j << CHUNK_SHIFT))].old) {
+                ch->wp_pages = 0;
+                continue;
             }
-            struct scan_arg a = {
-                .size = sizeof a,
-                .flags = SCAN_CHECK_WPASYNC,
-                .start = lo,
-                .end = hi,
-                .vec = (uintptr_t)(written + n_written),
-                .vec_len = cap_written - n_written,
-                .category_mask = SCAN_PAGE_IS_WRITTEN,
-                .return_mask = SCAN_PAGE_IS_WRITTEN,
-            };
-            long n = ioctl(pm, PAGEMAP_SCAN_IOCTL, &a);
-            if (n < 0 || a.walk_end <= lo) {
-                ok = false;
-                break;
+            if (run_end != j) {
+                if (run_end > run)
+                    ok = clear_written(pm, r, r->start + (run << CHUNK_SHIFT),
+                                       r->start + (run_end << CHUNK_SHIFT));
+                run = j;
             }
-            n_written += (size_t)n;
-            lo = a.walk_end;
+            run_end = j + 1;
         }
+        if (ok && run_end > run)
+            ok = clear_written(pm, r, r->start + (run << CHUNK_SHIFT),
+                               r->start + (run_end << CHUNK_SHIFT));
     }
     close(pm);
     return ok;
@@ -173,19 +214,19 @@ static bool scan_regions(void)
  * this one must be full (tracking is being set up, or broke). */
 bool dirty_begin(void)
 {
-    n_written = 0;
     if (!wanted)
         return false;
     bool was_tracking = tracking && scanned_once;
-    if (!tracking)
+    if (!tracking) {
         tracking = register_regions();
+        forget_protections();
+    }
     scanned_once = true;
-    if (tracking && !scan_regions()) {
+    if (tracking && !check_protections()) {
         if (print_stats)
             fprintf(stderr, "lfgc: write tracking lost (%s); collections are "
                     "full until it is set up again\n", strerror(errno));
         tracking = false;
-        n_written = 0;
     }
     return was_tracking && tracking;
 }
@@ -233,45 +274,82 @@ static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
     mark_range((void *)a, (void *)b);
 }
 
-/* Minor collection, after mark_begin: old objects on written pages may
- * now point to young ones; scan the parts of them on those pages. */
+/* Call fn(r, lo, hi) for every maximal run [lo, hi) of pages of spans
+ * holding old objects whose protection bit is clear (pages written, or
+ * never protected) when want_clear, set otherwise. */
+static bool each_page_run(bool want_clear, bool (*fn)(struct region *, uint64_t, uint64_t))
+{
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &regions[c];
+        if (!r->mapped || !r->next_chunk)
+            continue;
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            if (!r->spans[j].old)
+                continue;
+            uint64_t lo, hi, run = 0;
+            span_pages(r, j, &lo, &hi);
+            for (uint64_t p = lo; p < hi; p += PAGE_SIZE) {
+                bool clear = !(*wp_bits(r, p) & page_bit(p));
+                if (clear == want_clear && !run)
+                    run = p;
+                if (clear != want_clear && run) {
+                    if (!fn(r, run, p))
+                        return false;
+                    run = 0;
+                }
+            }
+            if (run && !fn(r, run, hi))
+                return false;
+        }
+    }
+    return true;
+}
+
+static bool scan_old_objects(struct region *r, uint64_t lo, uint64_t hi)
+{
+    each_old_object(r, lo, hi, scan_part);
+    return true;
+}
+
+/* Minor collection, after mark_begin: old objects on pages that may have
+ * been written may now point to young ones; scan their parts there. */
 void dirty_mark_old(void)
 {
-    for (size_t i = 0; i < n_written; i++) {
-        uint64_t lo = written[i].start, hi = written[i].end;
-        each_old_object(region_of((void *)lo), lo, hi, scan_part);
+    each_page_run(true, scan_old_objects);
+}
+
+/* Whether bits [from, to) of a bitmap are all set. */
+static bool bits_all_set(const uint64_t *bits, uint64_t from, uint64_t to)
+{
+    while (from < to) {
+        uint64_t w = bits[from >> 6] >> (from & 63);
+        uint64_t n = 64 - (from & 63);
+        if (n > to - from)
+            n = to - from;
+        uint64_t want = n == 64 ? ~0ull : (1ull << n) - 1;
+        if ((w & want) != want)
+            return false;
+        from += n;
     }
+    return true;
 }
 
 /* Whether to protect the page at p: only when every slot on it is marked
- * and some of them are scanned.  A page with dead or free slots will be
- * written by the sweep or by allocation anyway, and a write fault costs
- * more than scanning its old objects at the next collection, which is
- * what happens to an unprotected page (the kernel reports it written). */
+ * and of a scanned kind.  A page with dead or free slots will be written
+ * by the sweep or by allocation anyway, and a write fault costs more than
+ * scanning its old objects at the next collection, which is what happens
+ * to an unprotected page. */
 static bool page_all_old(struct region *r, uint64_t p)
 {
-    if (r->large) {
-        uint64_t base = slot_of(r, p) * r->size;
-        unsigned k = chunk_map[base >> CHUNK_SHIFT];
-        if (!k || kinds[k - 1].ptrfree)
-            return false;
-        uint64_t bit = slot_of(r, p) - r->q0;
-        return (r->mark_bits[bit >> 6] >> (bit & 63)) & 1;
-    }
     uint64_t qa = slot_of(r, p), qb = slot_of(r, p + PAGE_SIZE - 1) + 1;
     if (qa < r->q0)
         return false;
-    bool scanned = false;
-    for (uint64_t q = qa; q < qb; q++) {
-        uint64_t bit = q - r->q0;
-        if (!((r->mark_bits[bit >> 6] >> (bit & 63)) & 1))
-            return false;
-        unsigned k = chunk_map[(q * r->size) >> CHUNK_SHIFT];
-        if (!k)
-            return false;
-        scanned |= !kinds[k - 1].ptrfree;
-    }
-    return scanned;
+    /* A page lies in at most two spans: check the kinds of both ends. */
+    unsigned ka = chunk_map[(qa * r->size) >> CHUNK_SHIFT];
+    unsigned kb = chunk_map[((qb - 1) * r->size) >> CHUNK_SHIFT];
+    if (!ka || !kb || kinds[ka - 1].ptrfree || kinds[kb - 1].ptrfree)
+        return false;
+    return bits_all_set(r->mark_bits, qa - r->q0, qb - r->q0);
 }
 
 static bool protect(uint64_t lo, uint64_t hi)
@@ -283,35 +361,35 @@ static bool protect(uint64_t lo, uint64_t hi)
     return ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
 }
 
-/* World stopped, after marking: protect the written pages that hold only
- * old objects, pointerful ones among them, so that the next collection
- * learns of writes to them.  Other written pages stay unprotected and are
- * listed as written again next time. */
+/* Protect the pages of [lo, hi) that hold only old objects. */
+static bool protect_old_pages(struct region *r, uint64_t lo, uint64_t hi)
+{
+    uint64_t run = 0;               /* start of the run of pages to protect */
+    for (uint64_t p = lo; p <= hi; p += PAGE_SIZE) {
+        bool old = p < hi && page_all_old(r, p);
+        if (old && !run)
+            run = p;
+        if (!old && run) {
+            if (!protect(run, p))
+                return false;
+            for (uint64_t q = run; q < p; q += PAGE_SIZE)
+                *wp_bits(r, q) |= page_bit(q);
+            run = 0;
+        }
+    }
+    return true;
+}
+
+/* World stopped, after marking: protect the unprotected pages that now
+ * hold only old objects, so that the next collection learns of writes to
+ * them.  Other pages of spans with old objects stay unprotected and are
+ * scanned as written next time; pages still protected stay so. */
 void dirty_protect(void)
 {
     if (!tracking)
         return;
-    for (size_t i = 0; i < n_written; i++) {
-        uint64_t lo = written[i].start, hi = written[i].end;
-        struct region *r = region_of((void *)lo);
-        uint64_t run = 0;           /* start of the run of pages to protect */
-        for (uint64_t p = lo; p < hi; p += PAGE_SIZE) {
-            bool old = page_all_old(r, p);
-            if (old && !run)
-                run = p;
-            if (!old && run) {
-                if (!protect(run, p))
-                    goto lost;
-                run = 0;
-            }
-        }
-        if (run && !protect(run, hi))
-            goto lost;
-    }
-    return;
-lost:
-    /* Some old objects are unprotected: the next collection must be full. */
-    tracking = false;
+    if (!each_page_run(true, protect_old_pages))
+        tracking = false;   /* old objects left unprotected: next one full */
 }
 
 /* In a child after fork() the regions are no longer registered (the

@@ -90,8 +90,13 @@ struct span {
     uint8_t state;          /* enum span_state                               */
     uint8_t kind;
     uint8_t dirty;          /* memory may hold old data: zero before reuse   */
+    uint8_t old;            /* holds scanned objects marked by the last
+                               collection (old ones, to a minor collection) */
     uint32_t free_since;    /* GC number when it went back to the pool       */
     uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
+    /* Per chunk, not per span: pages of this chunk that dirty.c protected
+     * and that no write has touched as of its last look. */
+    uint16_t wp_pages;
 };
 
 struct region {

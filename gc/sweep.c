@@ -12,6 +12,10 @@
 
 #include "internal.h"
 
+/* The popcnt instruction (every x86_64 CPU since 2008) rather than
+ * libgcc's bit-twiddling call: this runs over the whole bitmap after
+ * every collection. */
+__attribute__((target("popcnt")))
 static size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to)
 {
     size_t n = 0;
@@ -46,6 +50,7 @@ void sweep_after_mark(void)
         while (j > 0) {
             j -= r->span_chunks;
             struct span *s = &r->spans[j];
+            s->old = 0;
             if (s->state == SPAN_UNUSED)
                 continue;
             const struct kind *kd = &kinds[s->kind];
@@ -60,6 +65,7 @@ void sweep_after_mark(void)
                 live_ptrful += bytes;
             if (kd->uncollectable)
                 continue;
+            s->old = n > 0 && !kd->ptrfree;
             if (n == 0) {
                 span_free(r, s);
             } else if (r->large || n == qb - qa) {
