@@ -186,6 +186,12 @@ void collect(enum collect_reason why)
 {
     if (GC_dont_gc || collecting || !layout_ok)
         return;
+    /* Every callee-saved register goes into this frame, above `here`:
+     * the program's pointers held in registers are scanned with the
+     * stack from here on, and the collector's own deeper frames are not. */
+    __builtin_unwind_init();
+    volatile char here = 0;
+    stacks_set_scan_start((const void *)&here);
     collecting = true;
     sweepers_hold();
     event(GC_EVENT_START);

@@ -254,6 +254,7 @@ void cache_mark(struct thread_cache *tc);
 void cache_return(struct thread_cache *tc);
 void stop_world(void);
 void start_world(void);
+void stacks_set_scan_start(const void *sp);   /* see collect() */
 void stacks_mark(void);
 size_t stacks_size(void);       /* bytes of stack seen by the last scan */
 static inline void lock(void) { pthread_mutex_lock(&gc_lock); }

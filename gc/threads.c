@@ -303,28 +303,22 @@ static void mark_stack_range(uintptr_t lo, uintptr_t hi)
     last_stacks_bytes += hi - lo;
 }
 
-/* Scan from a local of this frame, which lies below the registers that
- * the caller saved, to the bottom of the stack. */
-static void __attribute__((noinline)) scan_stack_from_here(uintptr_t bottom)
-{
-    volatile uintptr_t here = 0;
-    mark_stack_range((uintptr_t)&here, bottom);
-}
+/* Where the collecting thread's own stack is scanned from: a point in the
+ * frame of collect(), below the registers it saved on entry.  The frames
+ * the collector has used since lie deeper and are not scanned, so that
+ * what it left there (heap page addresses, say) retains nothing. */
+static uintptr_t own_scan_start;
 
-/* Spill every callee-saved register into this frame, so that a pointer
- * held only in a register is seen on the stack. */
-static void __attribute__((noinline)) scan_own_stack(uintptr_t bottom)
+void stacks_set_scan_start(const void *sp)
 {
-    __builtin_unwind_init();
-    scan_stack_from_here(bottom);
-    __asm__ volatile("" ::: "memory");   /* no tail call: keep this frame */
+    own_scan_start = (uintptr_t)sp;
 }
 
 void stacks_mark(void)
 {
     struct thread_rec *me = tl_self;
     last_stacks_bytes = 0;
-    scan_own_stack(me ? me->stack_bottom : stack_bottom_of_self());
+    mark_stack_range(own_scan_start, me ? me->stack_bottom : stack_bottom_of_self());
     for (struct thread_rec *t = threads; t; t = t->next) {
         mark_range(&t->retval, &t->retval + 1);
         if (t == me || t->state == T_FINISHED)
