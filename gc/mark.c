@@ -41,8 +41,8 @@ struct mark_entry {
  * on the AMD EPYC machines this was measured on (a pause's length varies
  * between CPUs). */
 #define IDLE_SPINS 20000
-/* Below this much pointerful live data, one marker is faster (about 1 ms
- * of marking). */
+/* Below this much to scan, one marker is faster (about 1 ms of marking);
+ * a serial mark that has scanned this much wakes the helpers. */
 #define PARALLEL_MIN_LIVE ((uint64_t)4 << 20)
 /* A marker shares work once its stack is at least this deep and some
  * marker could take it. */
@@ -211,7 +211,11 @@ static void share(struct marker *m)
     pthread_mutex_unlock(&work_lock);
 }
 
-static inline __attribute__((always_inline)) void drain_impl(struct marker *m, const bool atomic)
+/* Drain m's stack.  With a budget (serial marking only), stop once that
+ * many bytes were scanned, leaving the rest on the stack; true when the
+ * stack was emptied. */
+static inline __attribute__((always_inline)) bool
+drain_impl(struct marker *m, const bool atomic, int64_t *budget)
 {
     struct mark_entry ring[PREFETCH_DEPTH];
     unsigned head = 0, count = 0;
@@ -235,6 +239,21 @@ static inline __attribute__((always_inline)) void drain_impl(struct marker *m, c
         head = (head + 1) % PREFETCH_DEPTH;
         count--;
         top = scan_words(m, e.lo, e.hi, top, atomic);
+        if (budget && (*budget -= (int64_t)(e.hi - e.lo)) <= 0) {
+            /* Out of budget: the prefetched entries go back (the stack has
+             * room: they came from it, and scanning pushed past them only
+             * through push_slow, which grows it or drops entries). */
+            while (count--) {
+                m->top = top;
+                unsigned i = (head + count) % PREFETCH_DEPTH;
+                if (top == m->end)
+                    top = push_slow(m, top, ring[i].lo, ring[i].hi);
+                else
+                    *top++ = ring[i];
+            }
+            m->top = top;
+            return top == m->stack;
+        }
         if (atomic && top - m->stack >= SHARE_MIN &&
             (AO_load(&idle_markers) ||
              (AO_load(&sleeping_helpers) &&
@@ -245,19 +264,36 @@ static inline __attribute__((always_inline)) void drain_impl(struct marker *m, c
         }
     }
     m->top = top;
+    return true;
 }
 
-static void drain_serial(struct marker *m) { drain_impl(m, false); }
-static void drain_parallel(struct marker *m) { drain_impl(m, true); }
+static void drain_serial(struct marker *m) { drain_impl(m, false, NULL); }
+static void drain_parallel(struct marker *m) { drain_impl(m, true, NULL); }
+static bool drain_serial_budget(struct marker *m, int64_t *budget)
+{
+    return drain_impl(m, false, budget);
+}
 
 static bool parallel_now;               /* this cycle uses several markers */
+static bool recovering;                 /* overflow recovery: marker 0 alone */
+static int64_t serial_budget;           /* bytes marker 0 scans before helpers join */
+
+static void go_parallel(void);
 
 static void drain(struct marker *m)
 {
-    if (parallel_now)
-        drain_parallel(m);
-    else
-        drain_serial(m);
+    if (!parallel_now) {
+        if (!helpers_started || recovering) {
+            drain_serial(m);
+            return;
+        }
+        /* A collection that turns out to have much to trace wakes the
+         * helpers then: its own prediction may have been wrong. */
+        if (drain_serial_budget(m, &serial_budget))
+            return;
+        go_parallel();
+    }
+    drain_parallel(m);
 }
 
 /* Drain, then take shared work until every marker is idle and nothing is
@@ -401,16 +437,9 @@ void mark_prepare(void)
         start_helpers();
 }
 
-/* Begin a mark: helpers (if any) can join once work is shared. */
-void mark_begin(uint64_t expected_bytes)
+/* Open a parallel cycle: helpers join once work is shared. */
+static void go_parallel(void)
 {
-    AO_store_full(&overflowed, 0);
-    markers[0].top = markers[0].stack;
-    /* Waking a helper costs tens of microseconds or more: worth it only
-     * when there is enough to scan (as the last similar collection found). */
-    parallel_now = helpers_started > 0 && expected_bytes >= PARALLEL_MIN_LIVE;
-    if (!parallel_now)
-        return;
     pthread_mutex_lock(&work_lock);
     active_markers = 1;
     helpers_busy = 0;
@@ -418,6 +447,21 @@ void mark_begin(uint64_t expected_bytes)
     AO_store(&work_done, 0);
     cycle_open = true;
     pthread_mutex_unlock(&work_lock);
+    parallel_now = true;
+}
+
+/* Begin a mark.  Waking a helper costs tens of microseconds or more: the
+ * mark is parallel from the start only when there is enough to scan (as
+ * the last similar collection found); otherwise it goes parallel once
+ * marker 0 alone has scanned that much. */
+void mark_begin(uint64_t expected_bytes)
+{
+    AO_store_full(&overflowed, 0);
+    markers[0].top = markers[0].stack;
+    parallel_now = false;
+    serial_budget = (int64_t)PARALLEL_MIN_LIVE;
+    if (helpers_started > 0 && expected_bytes >= PARALLEL_MIN_LIVE)
+        go_parallel();
 }
 
 void mark_range(const void *lo, const void *hi)
@@ -439,6 +483,8 @@ void mark_range(const void *lo, const void *hi)
  * overflows are recovered. */
 void mark_finish(void)
 {
+    if (!parallel_now)
+        drain(&markers[0]);         /* may go parallel */
     if (parallel_now) {
         mark_until_done(&markers[0]);
         pthread_mutex_lock(&work_lock);
@@ -446,8 +492,6 @@ void mark_finish(void)
             pthread_cond_wait(&done_cond, &work_lock);
         cycle_open = false;
         pthread_mutex_unlock(&work_lock);
-    } else {
-        drain(&markers[0]);
     }
     mark_recover_overflow();
 }
@@ -518,6 +562,7 @@ static void mark_recover_overflow(void)
 {
     bool saved = parallel_now;
     parallel_now = false;
+    recovering = true;
     while (AO_compare_and_swap_full(&overflowed, 1, 0)) {
         for (unsigned c = 0; c < NUM_CLASSES; c++) {
             struct region *r = &regions[c];
@@ -538,5 +583,6 @@ static void mark_recover_overflow(void)
             }
         }
     }
+    recovering = false;
     parallel_now = saved;
 }
