@@ -598,6 +598,19 @@ static struct thread_rec *find_rec(pthread_t id)
     return NULL;
 }
 
+struct join_args {
+    pthread_t thread;
+    void **retval;
+    int err;
+};
+
+static void *join_blocking(void *arg)
+{
+    struct join_args *a = arg;
+    a->err = pthread_join(a->thread, a->retval);
+    return NULL;
+}
+
 LFGC_EXPORT int GC_pthread_join(pthread_t thread, void **retval)
 {
     /* Find the record while the id still names this thread only: once
@@ -605,7 +618,12 @@ LFGC_EXPORT int GC_pthread_join(pthread_t thread, void **retval)
     lock();
     struct thread_rec *t = find_rec(thread);
     unlock();
-    int err = pthread_join(thread, retval);
+    /* A joining thread touches no heap object until it returns: like a
+     * blocking call, it is not stopped (collections need not signal it
+     * and wait for its answer), and its stack is scanned from here. */
+    struct join_args a = {thread, retval, 0};
+    GC_do_blocking(join_blocking, &a);
+    int err = a.err;
     if (err == 0 && t) {
         lock();
         if (t->state == T_FINISHED)
