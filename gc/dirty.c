@@ -276,31 +276,41 @@ static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
 
 /* Call fn(r, lo, hi) for every maximal run [lo, hi) of pages of spans
  * holding old objects whose protection bit is clear (pages written, or
- * never protected) when want_clear, set otherwise. */
+ * never protected) when want_clear, set otherwise.  Runs continue across
+ * neighbouring spans, so that a large old structure costs one call. */
 static bool each_page_run(bool want_clear, bool (*fn)(struct region *, uint64_t, uint64_t))
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &regions[c];
         if (!r->mapped || !r->next_chunk)
             continue;
+        uint64_t run = 0, run_end = 0;  /* the open run               */
+        uint64_t seen = 0;              /* pages below were looked at */
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
             if (!r->spans[j].old)
                 continue;
-            uint64_t lo, hi, run = 0;
+            uint64_t lo, hi;
             span_pages(r, j, &lo, &hi);
+            if (lo < seen)
+                lo = seen;          /* a page shared with the last span */
             for (uint64_t p = lo; p < hi; p += PAGE_SIZE) {
                 bool clear = !(*wp_bits(r, p) & page_bit(p));
-                if (clear == want_clear && !run)
-                    run = p;
-                if (clear != want_clear && run) {
-                    if (!fn(r, run, p))
-                        return false;
-                    run = 0;
+                if (clear != want_clear)
+                    continue;
+                if (run && p == run_end) {
+                    run_end = p + PAGE_SIZE;
+                    continue;
                 }
+                if (run && !fn(r, run, run_end))
+                    return false;
+                run = p;
+                run_end = p + PAGE_SIZE;
             }
-            if (run && !fn(r, run, hi))
-                return false;
+            if (hi > seen)
+                seen = hi;
         }
+        if (run && !fn(r, run, run_end))
+            return false;
     }
     return true;
 }
