@@ -70,6 +70,8 @@ static void span_take(struct region *r, struct span *s, unsigned kind)
     s->next = NULL;
     s->kind = (uint8_t)kind;
     s->state = SPAN_SWEPT;
+    s->nursery = !r->large;
+    s->aging = 0;
     span_set_kind(r, span_chunk_index(r, s), kind);
 }
 
@@ -136,6 +138,8 @@ void span_free(struct region *r, struct span *s)
     memset(chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
     s->state = SPAN_UNUSED;
     s->old = 0;
+    s->nursery = 0;
+    s->aging = 0;
     s->dirty = 1;
     s->free_since = (uint32_t)GC_gc_no;
     if (r->large) {

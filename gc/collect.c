@@ -11,12 +11,13 @@
  * Generational collections: where the kernel tracks writes (dirty.c), a
  * collection triggered by allocation is minor: it keeps the marks of the
  * last one and traces only what is new or on written pages.  Objects
- * surviving one collection are thereby promoted, and dead promoted objects
- * wait for the next full collection, which comes after MAX_MINORS minor
- * ones, or once the bytes marked (plus what the last minor one newly
- * marked) would exceed those of the last full collection by 1/PROMOTE_DIV
- * (promoted garbage), or before the heap grows, or when the program asks
- * (GC_gcollect) or the heap is full.
+ * surviving it are thereby promoted (those of nursery spans only at their
+ * second minor collection: see sweep.c and dirty.c), and dead promoted
+ * objects wait for the next full collection, which comes after MAX_MINORS
+ * minor ones, or once the old bytes (plus what the last minor one
+ * promoted) would exceed those of the last full collection by
+ * 1/PROMOTE_DIV (promoted garbage), or before the heap grows, or when the
+ * program asks (GC_gcollect) or the heap is full.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -46,6 +47,7 @@ static bool collecting;
 static unsigned minors_since_full;
 static uint64_t full_ptrful, full_ptrfree;  /* marked by the last full one */
 static uint64_t traced_last_minor;      /* bytes the last minor one marked   */
+static uint64_t promoted_last_minor;    /* bytes it made old                 */
 /* A minor collection is skipped when the bytes it would leave marked
  * exceed those of the last full one by more than 1/PROMOTE_DIV. */
 #define PROMOTE_DIV 4
@@ -176,8 +178,8 @@ static bool want_minor(enum collect_reason why)
     uint64_t full = full_ptrful + full_ptrfree;
     uint64_t room = full / PROMOTE_DIV;
     /* The next minor collection will likely promote about as much as the
-     * last one did. */
-    return hs.live_bytes + traced_last_minor <= full + room;
+     * last one did.  Objects of aging spans are not old yet. */
+    return hs.live_bytes - hs.live_aging + promoted_last_minor <= full + room;
 }
 
 /* A collection, full or minor.  Lock held.  Every step runs with the
@@ -206,9 +208,14 @@ void collect(enum collect_reason why)
     event(GC_EVENT_MARK_START);
     /* Always asked, so that tracking starts (or recovers) at once. */
     bool minor = dirty_begin() && want_minor(why);
-    uint64_t carried_ptrful = minor ? hs.live_ptrful : 0;
-    uint64_t carried_ptrfree = minor ? hs.live_ptrfree : 0;
-    if (!minor)
+    /* What a minor collection starts with marked: the old objects. */
+    uint64_t carried_ptrful = minor ? hs.live_ptrful - hs.live_aging_ptrful : 0;
+    uint64_t carried_ptrfree =
+        minor ? hs.live_ptrfree - (hs.live_aging - hs.live_aging_ptrful) : 0;
+    uint64_t old_before = hs.live_bytes - hs.live_aging;
+    if (minor)
+        mark_clear_aging();
+    else
         mark_clear_all();
     caches_mark();
     mark_begin(minor ? traced_last_minor : hs.live_ptrful);
@@ -221,7 +228,7 @@ void collect(enum collect_reason why)
     event(GC_EVENT_MARK_END);
 
     event(GC_EVENT_RECLAIM_START);
-    sweep_after_mark();
+    sweep_after_mark(minor);
     event(GC_EVENT_RECLAIM_END);
     dirty_protect();
 
@@ -233,11 +240,14 @@ void collect(enum collect_reason why)
         uint64_t new_ptrful = hs.live_ptrful > carried_ptrful ? hs.live_ptrful - carried_ptrful : 0;
         uint64_t new_ptrfree = hs.live_ptrfree > carried_ptrfree ? hs.live_ptrfree - carried_ptrfree : 0;
         traced_last_minor = new_ptrful;
+        uint64_t old_after = hs.live_bytes - hs.live_aging;
+        promoted_last_minor = old_after > old_before ? old_after - old_before : 0;
         hs.est_ptrful = full_ptrful + new_ptrful;
         hs.est_ptrfree = full_ptrfree + new_ptrfree;
     } else {
         minors_since_full = 0;
         traced_last_minor = 0;      /* unknown: try a minor one next */
+        promoted_last_minor = 0;
         full_ptrful = hs.est_ptrful = hs.live_ptrful;
         full_ptrfree = hs.est_ptrfree = hs.live_ptrfree;
     }

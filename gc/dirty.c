@@ -344,22 +344,51 @@ static bool bits_all_set(const uint64_t *bits, uint64_t from, uint64_t to)
     return true;
 }
 
-/* Whether to protect the page at p: only when every slot on it is marked
- * and of a scanned kind.  A page with dead or free slots will be written
- * by the sweep or by allocation anyway, and a write fault costs more than
- * scanning its old objects at the next collection, which is what happens
- * to an unprotected page. */
+/* Whether some word of the page at p points into an aging span.  The next
+ * minor collection unmarks the objects of those spans and finds them again
+ * by tracing, which does not look at protected pages. */
+static bool page_points_to_aging(uint64_t p)
+{
+    const uintptr_t *w = (const uintptr_t *)p;
+    for (unsigned i = 0; i < PAGE_SIZE / sizeof *w; i++) {
+        uint64_t c = (w[i] >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
+        if (c >= NUM_CLASSES)
+            continue;
+        struct region *r = &regions[c];
+        if (!r->mapped || r->large)
+            continue;
+        uint64_t base = slot_of(r, w[i]) * r->size;
+        if (base < r->start)
+            continue;
+        uint64_t j = (base - r->start) >> CHUNK_SHIFT;
+        if (j < r->next_chunk && r->spans[j].aging)
+            return true;
+    }
+    return false;
+}
+
+/* Whether to protect the page at p: only when every slot on it is marked,
+ * old (not in an aging span) and of a scanned kind, and nothing on it
+ * points into an aging span.  A page with dead or free slots will be
+ * written by the sweep or by allocation anyway, and a write fault costs
+ * more than scanning its old objects at the next collection, which is
+ * what happens to an unprotected page. */
 static bool page_all_old(struct region *r, uint64_t p)
 {
     uint64_t qa = slot_of(r, p), qb = slot_of(r, p + PAGE_SIZE - 1) + 1;
     if (qa < r->q0)
         return false;
-    /* A page lies in at most two spans: check the kinds of both ends. */
-    unsigned ka = chunk_map[(qa * r->size) >> CHUNK_SHIFT];
-    unsigned kb = chunk_map[((qb - 1) * r->size) >> CHUNK_SHIFT];
+    /* A page lies in at most two spans: check both ends. */
+    uint64_t a = qa * r->size, b = (qb - 1) * r->size;
+    unsigned ka = chunk_map[a >> CHUNK_SHIFT];
+    unsigned kb = chunk_map[b >> CHUNK_SHIFT];
     if (!ka || !kb || kinds[ka - 1].ptrfree || kinds[kb - 1].ptrfree)
         return false;
-    return bits_all_set(r->mark_bits, qa - r->q0, qb - r->q0);
+    if (r->spans[span_index_of(r, a)].aging || r->spans[span_index_of(r, b)].aging)
+        return false;
+    if (!bits_all_set(r->mark_bits, qa - r->q0, qb - r->q0))
+        return false;
+    return !hs.live_aging || !page_points_to_aging(p);
 }
 
 static bool protect(uint64_t lo, uint64_t hi)

@@ -92,11 +92,16 @@ struct span {
     uint8_t dirty;          /* memory may hold old data: zero before reuse   */
     uint8_t old;            /* holds scanned objects marked by the last
                                collection (old ones, to a minor collection) */
-    uint32_t free_since;    /* GC number when it went back to the pool       */
-    uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
+    uint8_t nursery;        /* taken empty since the last collection: every
+                               object in it is younger than that           */
+    uint8_t aging;          /* a nursery span whose objects survived one minor
+                               collection: the next one unmarks them and
+                               traces them again (see dirty.c)              */
     /* Per chunk, not per span: pages of this chunk that dirty.c protected
      * and that no write has touched as of its last look. */
     uint16_t wp_pages;
+    uint32_t free_since;    /* GC number when it went back to the pool       */
+    uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
 };
 
 struct region {
@@ -220,7 +225,8 @@ static inline void mark_clear(struct region *r, const void *p)
     r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
 }
 void uncollectables_push(void);
-void sweep_after_mark(void);
+void sweep_after_mark(bool minor);
+void mark_clear_aging(void);
 void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);
 
@@ -285,6 +291,8 @@ struct gc_heap_stats {
                                    one plus what the minor one newly marked
                                    (promoted garbage left out)              */
     uint64_t minor_collections; /* collections that kept the old marks     */
+    uint64_t live_aging;        /* of live_bytes, in aging spans (not old)  */
+    uint64_t live_aging_ptrful; /* ... of them, in scanned kinds            */
     bool last_minor;            /* the last collection was minor           */
 };
 extern struct gc_heap_stats hs;

@@ -527,6 +527,42 @@ void mark_clear_all(void)
     }
 }
 
+static void clear_bits(uint64_t *bits, uint64_t from, uint64_t to)
+{
+    while (from < to) {
+        uint64_t n = 64 - (from & 63);
+        if (n > to - from)
+            n = to - from;
+        uint64_t mask = (n == 64 ? ~0ull : (1ull << n) - 1) << (from & 63);
+        bits[from >> 6] &= ~mask;
+        from += n;
+    }
+}
+
+/* Minor collection, before anything is marked: objects of aging spans are
+ * young again.  No protected page points to them (dirty.c), so whatever
+ * still reaches them is traced by this collection. */
+void mark_clear_aging(void)
+{
+    if (!hs.live_aging)
+        return;
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &regions[c];
+        if (!r->mapped || !r->next_chunk || r->large)
+            continue;
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            struct span *s = &r->spans[j];
+            if (!s->aging)
+                continue;
+            uint64_t qa, qb;
+            span_slots(r, j, &qa, &qb);
+            clear_bits(r->mark_bits, qa - r->q0, qb - r->q0);
+            s->aging = 0;
+        }
+    }
+    hs.live_aging = hs.live_aging_ptrful = 0;
+}
+
 /* Uncollectable objects are roots: mark and scan every allocated one. */
 void uncollectables_push(void)
 {

@@ -6,7 +6,8 @@
  * on their class and kind's unswept list.  The unswept spans are swept
  * lazily, one at a time, when allocation needs a batch of free slots:
  * dead slots are zeroed (for kinds whose objects are cleared) and linked
- * into a free list in address order.
+ * into a free list in address order.  The counts also say which spans
+ * hold old objects (dirty.c) and which are aging.
  */
 #include <string.h>
 
@@ -38,9 +39,12 @@ static size_t count_alloc_bits(const struct region *r, uint64_t qa, uint64_t qb)
     return popcount_range(r->alloc_bits, qa - r->q0, qb - r->q0);
 }
 
-void sweep_after_mark(void)
+/* After a minor collection, nursery spans with survivors become aging
+ * rather than old: the next minor collection gives their objects one more
+ * chance to die young. */
+void sweep_after_mark(bool minor)
 {
-    uint64_t live_ptrful = 0, live_ptrfree = 0;
+    uint64_t live_ptrful = 0, live_ptrfree = 0, live_aging = 0, aging_ptrful = 0;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &regions[c];
         if (!r->mapped || !r->next_chunk)
@@ -50,7 +54,8 @@ void sweep_after_mark(void)
         while (j > 0) {
             j -= r->span_chunks;
             struct span *s = &r->spans[j];
-            s->old = 0;
+            bool nursery = s->nursery;
+            s->old = s->nursery = s->aging = 0;
             if (s->state == SPAN_UNUSED)
                 continue;
             const struct kind *kd = &kinds[s->kind];
@@ -65,7 +70,14 @@ void sweep_after_mark(void)
                 live_ptrful += bytes;
             if (kd->uncollectable)
                 continue;
-            s->old = n > 0 && !kd->ptrfree;
+            if (minor && nursery && n > 0) {
+                s->aging = 1;
+                live_aging += bytes;
+                if (!kd->ptrfree)
+                    aging_ptrful += bytes;
+            } else {
+                s->old = n > 0 && !kd->ptrfree;
+            }
             if (n == 0) {
                 span_free(r, s);
             } else if (r->large || n == qb - qa) {
@@ -82,6 +94,8 @@ void sweep_after_mark(void)
     hs.live_ptrful = live_ptrful;
     hs.live_ptrfree = live_ptrfree;
     hs.live_bytes = live_ptrful + live_ptrfree;
+    hs.live_aging = live_aging;
+    hs.live_aging_ptrful = aging_ptrful;
     hs.reclaimed_last = before > hs.live_bytes ? before - hs.live_bytes : 0;
 }
 
