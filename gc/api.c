@@ -23,6 +23,15 @@ LFGC_EXPORT int GC_dont_precollect;
 LFGC_EXPORT int GC_java_finalization = 1;
 LFGC_EXPORT int GC_finalize_on_demand;
 LFGC_EXPORT int GC_find_leak;
+LFGC_EXPORT int GC_get_find_leak(void) { return GC_find_leak; }
+/* Leak-finding mode is not implemented: the flag is kept, and says so. */
+LFGC_EXPORT void GC_set_find_leak(int v)
+{
+    if (v && !GC_find_leak)
+        warn("GC Warning: GC_set_find_leak(%p): leak detection mode is not supported; "
+             "collecting normally\n", (uintptr_t)v);
+    GC_find_leak = v;
+}
 LFGC_EXPORT int GC_full_freq = 19;
 LFGC_EXPORT int GC_use_entire_heap;
 LFGC_EXPORT int GC_quiet;
@@ -171,7 +180,6 @@ LFGC_EXPORT void *GC_malloc_stubborn(size_t bytes) { return GC_malloc(bytes); }
 LFGC_EXPORT void GC_change_stubborn(const void *p) { (void)p; }
 LFGC_EXPORT void GC_end_stubborn_change(const void *p) { (void)p; }
 
-LFGC_EXPORT void GC_set_handle_fork(int v) { (void)v; }
 
 LFGC_EXPORT void GC_set_time_limit(unsigned long ms) { GC_time_limit = ms; }
 LFGC_EXPORT unsigned long GC_get_time_limit(void) { return GC_time_limit; }

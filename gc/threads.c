@@ -62,6 +62,8 @@ static volatile AO_t acks;              /* threads stopped this time      */
 #define ACK_SPINS 4000
 static volatile AO_t world_epoch;
 static bool allow_register;
+static GC_on_thread_event_proc on_thread_event;    /* lock held to change */
+static int handle_fork = 1;     /* -1: the program calls GC_atfork_*     */
 static size_t last_stacks_bytes;
 
 /* ------------------------------------------------------------------ */
@@ -263,6 +265,8 @@ void stop_world(void)
         if (err == 0) {
             t->suspended = 1;
             sent++;
+            if (on_thread_event)
+                on_thread_event(GC_EVENT_THREAD_SUSPENDED, (void *)t->id);
         } else {
             /* Gone without unregistering: nothing of it to scan. */
             t->state = T_FINISHED;
@@ -294,6 +298,8 @@ void start_world(void)
         if (t->suspended) {
             pthread_kill(t->id, sig_restart);
             t->suspended = 0;
+            if (on_thread_event)
+                on_thread_event(GC_EVENT_THREAD_UNSUSPENDED, (void *)t->id);
         }
 }
 
@@ -401,7 +407,8 @@ void threads_init(void)
     sem_init(&ack_sem, 0, 0);
     pthread_key_create(&exit_key, exit_destructor);
     install_handlers();
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    if (handle_fork != -1)
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     /* The thread that initialises is registered: usually the main one. */
     register_self(stack_bottom_of_self());
 }
@@ -420,9 +427,12 @@ LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
     ensure_init();
     if (tl_self)
         return GC_DUPLICATE;
-    if (!allow_register)
+    /* As in bdwgc, a program that created a thread with GC_pthread_create
+     * may register others; otherwise say so, once. */
+    static volatile AO_t warned;
+    if (!allow_register && AO_compare_and_swap_full(&warned, 0, 1))
         warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
-             "(thread %p); registering anyway\n", (uintptr_t)pthread_self());
+             "(thread %p); registering anyway (said once)\n", (uintptr_t)pthread_self());
     uintptr_t bottom = sb && sb->mem_base ? (uintptr_t)sb->mem_base : stack_bottom_of_self();
     return register_self(bottom) ? GC_SUCCESS : GC_NO_MEMORY;
 }
@@ -468,6 +478,80 @@ static void __attribute__((noinline)) enter_blocking(struct thread_rec *me)
     lock();
     me->blocking_sp = (uintptr_t)&here;
     me->state = T_BLOCKING;
+    unlock();
+}
+
+/* Coroutine libraries move a thread between stacks: they read and set
+ * the bottom of the stack lfgc scans. */
+LFGC_EXPORT void *GC_get_my_stackbottom(struct GC_stack_base *sb)
+{
+    struct thread_rec *me = tl_self;
+    sb->mem_base = (void *)(me ? me->stack_bottom : stack_bottom_of_self());
+    return me;
+}
+
+LFGC_EXPORT void GC_set_stackbottom(void *gc_thread, const struct GC_stack_base *sb)
+{
+    struct thread_rec *t = gc_thread ? gc_thread : tl_self;
+    if (!t || !sb || !sb->mem_base) {
+        warn("GC Warning: GC_set_stackbottom: no registered thread or no base (%p); "
+             "ignored\n", (uintptr_t)(sb ? sb->mem_base : NULL));
+        return;
+    }
+    t->stack_bottom = (uintptr_t)sb->mem_base;
+}
+
+LFGC_EXPORT void GC_set_on_thread_event(GC_on_thread_event_proc fn)
+{
+    lock();
+    on_thread_event = fn;
+    unlock();
+}
+
+LFGC_EXPORT GC_on_thread_event_proc GC_get_on_thread_event(void)
+{
+    lock();
+    GC_on_thread_event_proc fn = on_thread_event;
+    unlock();
+    return fn;
+}
+
+/* bdwgc's fork interface: GC_set_handle_fork(-1) before GC_init says the
+ * program calls these around fork() itself; otherwise lfgc's own
+ * pthread_atfork handlers do the work and these do nothing. */
+LFGC_EXPORT void GC_set_handle_fork(int how)
+{
+    if (!gc_initialized)
+        handle_fork = how;
+}
+
+LFGC_EXPORT void GC_atfork_prepare(void)
+{
+    ensure_init();
+    if (handle_fork == -1)
+        atfork_prepare();
+}
+
+LFGC_EXPORT void GC_atfork_parent(void)
+{
+    if (handle_fork == -1)
+        atfork_parent();
+}
+
+LFGC_EXPORT void GC_atfork_child(void)
+{
+    if (handle_fork == -1)
+        atfork_child();
+}
+
+LFGC_EXPORT void GC_alloc_lock(void)
+{
+    ensure_init();
+    lock();
+}
+
+LFGC_EXPORT void GC_alloc_unlock(void)
+{
     unlock();
 }
 
@@ -586,6 +670,7 @@ LFGC_EXPORT int GC_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                   void *(*start)(void *), void *arg)
 {
     ensure_init();
+    allow_register = true;
     struct start_info si = { .start = start, .arg = arg };
     int state = PTHREAD_CREATE_JOINABLE;
     if (attr)

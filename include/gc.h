@@ -9,6 +9,15 @@
 
 #include <stddef.h>
 
+/* As in bdwgc: on Linux, GC_THREADS means POSIX threads, and code written
+ * for bdwgc tests these names. */
+#if defined(GC_THREADS) && !defined(GC_PTHREADS)
+# define GC_PTHREADS 1
+#endif
+#if defined(GC_PTHREADS) && !defined(GC_LINUX_THREADS)
+# define GC_LINUX_THREADS 1
+#endif
+
 #if defined(GC_THREADS) || defined(GC_PTHREADS)
 # include <dlfcn.h>
 # include <pthread.h>
@@ -56,6 +65,9 @@ GC_API int GC_dont_precollect;      /* accepted; lfgc never pre-collects     */
 GC_API int GC_java_finalization;    /* accepted for compatibility            */
 GC_API int GC_finalize_on_demand;   /* accepted for compatibility            */
 GC_API int GC_find_leak;            /* accepted; leak mode is not supported  */
+GC_API int GC_get_find_leak(void);
+/* Warns when turning it on: lfgc has no leak-finding mode. */
+GC_API void GC_set_find_leak(int);
 GC_API int GC_full_freq;            /* accepted; every collection is full    */
 GC_API int GC_use_entire_heap;      /* accepted for compatibility            */
 GC_API int GC_quiet;                /* accepted for compatibility            */
@@ -337,8 +349,32 @@ GC_API void *GC_call_with_gc_active(GC_fn_type fn, void *client_data);
 GC_API void GC_set_markers_count(unsigned n);
 GC_API int GC_get_parallel(void);
 GC_API void GC_start_mark_threads(void);
-/* lfgc always handles fork() (see docs/api.md); accepted. */
+/* fork(): by default lfgc's pthread_atfork handlers make the child able
+ * to allocate and collect.  GC_set_handle_fork(-1) before GC_init leaves
+ * that to the program, which then calls GC_atfork_prepare before fork()
+ * and GC_atfork_parent or GC_atfork_child after it; otherwise those three
+ * do nothing.  Other values are accepted and change nothing. */
 GC_API void GC_set_handle_fork(int);
+GC_API void GC_atfork_prepare(void);
+GC_API void GC_atfork_parent(void);
+GC_API void GC_atfork_child(void);
+/* The allocation lock itself (GC_call_with_alloc_lock is the safer way). */
+GC_API void GC_alloc_lock(void);
+GC_API void GC_alloc_unlock(void);
+/* The bottom (highest address) of the stack scanned for the calling
+ * thread goes into *sb; returns a handle for GC_set_stackbottom (NULL if
+ * the thread is not registered).  GC_set_stackbottom sets the bottom for
+ * the thread of that handle (NULL: the calling thread), for coroutine
+ * libraries that switch stacks; for another thread, call it with the
+ * allocation lock held and that thread stopped or blocked. */
+GC_API void *GC_get_my_stackbottom(struct GC_stack_base *sb);
+GC_API void GC_set_stackbottom(void *gc_thread, const struct GC_stack_base *sb);
+/* Called, lock held and world stopping or restarting, with
+ * GC_EVENT_THREAD_SUSPENDED or GC_EVENT_THREAD_UNSUSPENDED and the
+ * pthread_t of each thread signalled; it must not allocate. */
+typedef void (*GC_on_thread_event_proc)(GC_EventType event, void *thread_id);
+GC_API void GC_set_on_thread_event(GC_on_thread_event_proc);
+GC_API GC_on_thread_event_proc GC_get_on_thread_event(void);
 
 /* Signals used to stop and restart threads (SIGPWR and SIGXCPU by default);
  * the setters work only before GC_init. */

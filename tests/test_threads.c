@@ -31,6 +31,9 @@
  *   exiting_thread_returns_cached_slots  no slot handed out twice
  *   default_signals, pthread_sigmask_keeps_suspend_signal
  *   detached_and_cancelled_threads, call_with_alloc_lock
+ *   registering_without_allow_warns_once, registering_after_gc_pthread_create_is_silent
+ *   find_leak_is_kept_and_refused_aloud, thread_events_report_suspension
+ *   stack_bottom_get_and_set, fork_handled_by_the_program, alloc_lock_functions
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -1902,4 +1905,256 @@ Test(threads, call_with_alloc_lock, .timeout = 60)
     cr_assert_eq(al_counter, (unsigned long)AL_THREADS * AL_CALLS,
                  "counter %lu: calls were not mutually exclusive", al_counter);
     heap_bounded("alloc lock", total0, 8 * MiB, 16 * MiB);
+}
+
+/* ------------------------------------------------------------------ */
+/* The rest of bdwgc's thread interface                                 */
+
+/* gc.h under GC_THREADS names the thread model as bdwgc's does: programs
+ * written for bdwgc select their pthread code with these. */
+#if !defined(GC_PTHREADS) || !defined(GC_LINUX_THREADS)
+# error "GC_THREADS must define GC_PTHREADS and GC_LINUX_THREADS"
+#endif
+
+static atomic_int warnings;
+static char last_warning[256];
+
+static void count_warning(char *msg, GC_word arg)
+{
+    atomic_fetch_add(&warnings, 1);
+    snprintf(last_warning, sizeof last_warning, msg, (void *)arg);
+}
+
+static atomic_long fr_phase;
+
+static void *fr_register(void *arg)
+{
+    (void)arg;
+    int r = GC_register_my_thread(NULL);
+    CHECK(r == GC_SUCCESS, "GC_register_my_thread: %d", r);
+    struct node *volatile list = list_build(0xf00d, 1000);
+    CHECK(!list_check(list, 0xf00d, 1000), "list of a registered thread corrupted");
+    CHECK(GC_unregister_my_thread() == GC_SUCCESS, "GC_unregister_my_thread failed");
+    return NULL;
+}
+
+static void *fr_nothing(void *arg)
+{
+    atomic_store(&fr_phase, 1);
+    return arg;
+}
+
+/* bdwgc lets threads register once the program created one with
+ * GC_pthread_create (threadkey-style key destructors rely on it); without
+ * that, or GC_allow_register_threads, lfgc warns, but only once. */
+Test(threads, registering_without_allow_warns_once, .timeout = 60)
+{
+    reset_failures();
+    GC_set_warn_proc(count_warning);
+    GC_INIT();
+    for (int i = 0; i < 3; i++) {
+        pthread_t t;
+        cr_assert_eq(real_pthread_create(&t, NULL, fr_register, NULL), 0);
+        cr_assert_eq(real_pthread_join(t, NULL), 0);
+    }
+    assert_no_failures();
+    cr_assert_eq(atomic_load(&warnings), 1, "%d warnings (last: %s)",
+                 atomic_load(&warnings), last_warning);
+    cr_assert(strstr(last_warning, "GC_allow_register_threads"), "warning: %s", last_warning);
+}
+
+Test(threads, registering_after_gc_pthread_create_is_silent, .timeout = 60)
+{
+    reset_failures();
+    GC_set_warn_proc(count_warning);
+    GC_INIT();
+    pthread_t t;
+    start_thread(&t, fr_nothing, NULL);
+    join_thread(t);
+    cr_assert_eq(atomic_load(&fr_phase), 1);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(real_pthread_create(&t, NULL, fr_register, NULL), 0);
+        cr_assert_eq(real_pthread_join(t, NULL), 0);
+    }
+    assert_no_failures();
+    cr_assert_eq(atomic_load(&warnings), 0, "warned: %s", last_warning);
+}
+
+Test(threads, find_leak_is_kept_and_refused_aloud)
+{
+    GC_set_warn_proc(count_warning);
+    GC_INIT();
+    cr_assert_eq(GC_get_find_leak(), 0);
+    GC_set_find_leak(1);
+    cr_assert_eq(GC_get_find_leak(), 1);
+    cr_assert_eq(atomic_load(&warnings), 1, "expected one warning, got %d",
+                 atomic_load(&warnings));
+    cr_assert(strstr(last_warning, "not supported"), "warning: %s", last_warning);
+    GC_set_find_leak(0);
+    cr_assert_eq(GC_get_find_leak(), 0);
+}
+
+/* GC_set_on_thread_event: each stopped thread reported as suspended, then
+ * as unsuspended, by its pthread_t. */
+static atomic_long te_suspended, te_unsuspended, te_wrong_id;
+static pthread_t te_worker_id, te_main_id;
+static atomic_long te_stop;
+
+static void te_event(GC_EventType e, void *id)
+{
+    /* The main thread is stopped when the worker collects. */
+    if (pthread_equal((pthread_t)id, te_main_id))
+        return;
+    if (!pthread_equal((pthread_t)id, te_worker_id)) {
+        atomic_fetch_add(&te_wrong_id, 1);
+        return;
+    }
+    if (e == GC_EVENT_THREAD_SUSPENDED)
+        atomic_fetch_add(&te_suspended, 1);
+    else if (e == GC_EVENT_THREAD_UNSUSPENDED)
+        atomic_fetch_add(&te_unsuspended, 1);
+}
+
+static void *te_worker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&te_stop))
+        garbage(64 * KiB, 7);
+    return NULL;
+}
+
+Test(threads, thread_events_report_suspension, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    te_main_id = pthread_self();
+    GC_set_on_thread_event(te_event);
+    cr_assert_eq(GC_get_on_thread_event(), te_event);
+    start_thread(&te_worker_id, te_worker, NULL);
+    for (int i = 0; i < 10; i++)
+        GC_gcollect();
+    atomic_store(&te_stop, 1);
+    join_thread(te_worker_id);
+    GC_set_on_thread_event(NULL);
+    assert_no_failures();
+    /* Ids are checked only while the worker ran: a joined thread's id may
+     * be reused. */
+    cr_assert_geq(atomic_load(&te_suspended), 10, "suspended %ld times",
+                  atomic_load(&te_suspended));
+    cr_assert_eq(atomic_load(&te_suspended), atomic_load(&te_unsuspended));
+    cr_assert_eq(atomic_load(&te_wrong_id), 0);
+}
+
+/* GC_get_my_stackbottom / GC_set_stackbottom, as a coroutine library uses
+ * them: read, move, restore; the stack is scanned from the restored base. */
+static NOINLINE void *sb_with_moved_base(struct node **out)
+{
+    struct GC_stack_base sb, moved, again;
+    void *handle = GC_get_my_stackbottom(&sb);
+    if (!handle)
+        return NULL;
+    moved.mem_base = (char *)sb.mem_base - 4096;
+    GC_set_stackbottom(handle, &moved);
+    GC_get_my_stackbottom(&again);
+    void *seen = again.mem_base;
+    GC_set_stackbottom(NULL, &sb);
+    *out = list_build(0x5eed, 20000);
+    return seen;
+}
+
+Test(threads, stack_bottom_get_and_set, .timeout = 60)
+{
+    GC_INIT();
+    struct GC_stack_base base, sb;
+    cr_assert_eq(GC_get_stack_base(&base), GC_SUCCESS);
+    cr_assert_not_null(GC_get_my_stackbottom(&sb), "no handle for a registered thread");
+    cr_assert_eq(sb.mem_base, base.mem_base);
+    struct node *volatile list = NULL;
+    void *seen = sb_with_moved_base((struct node **)&list);
+    cr_assert_eq(seen, (char *)base.mem_base - 4096, "GC_set_stackbottom did not take");
+    GC_get_my_stackbottom(&sb);
+    cr_assert_eq(sb.mem_base, base.mem_base, "the base was not restored");
+    for (int i = 0; i < 5; i++) {
+        garbage(2 * MiB, (uint64_t)i);
+        GC_gcollect();
+    }
+    cr_assert_eq(list_check(list, 0x5eed, 20000), 0, "a list held by the stack was corrupted");
+}
+
+/* GC_set_handle_fork(-1): the program brackets fork() with GC_atfork_*;
+ * the child can allocate and collect while a thread ran in the parent. */
+static void *hf_worker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&te_stop))
+        garbage(64 * KiB, 9);
+    return NULL;
+}
+
+Test(threads, fork_handled_by_the_program, .timeout = 60)
+{
+    reset_failures();
+    GC_set_handle_fork(-1);
+    GC_INIT();
+    pthread_t t;
+    start_thread(&t, hf_worker, NULL);
+    struct node *volatile list = list_build(0xf0f0, 5000);
+    GC_atfork_prepare();
+    pid_t pid = fork();
+    if (pid == 0) {
+        GC_atfork_child();
+        alarm(30);
+        for (int i = 0; i < 5; i++) {
+            garbage(1 * MiB, (uint64_t)i);
+            GC_gcollect();
+        }
+        _exit(list_check(list, 0xf0f0, 5000) ? 3 : 0);
+    }
+    GC_atfork_parent();
+    cr_assert_gt(pid, 0);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    atomic_store(&te_stop, 1);
+    join_thread(t);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "child status %#x (3: its list was corrupted)", status);
+    GC_gcollect();                          /* the parent's lock was released */
+    cr_assert_eq(list_check(list, 0xf0f0, 5000), 0);
+}
+
+/* GC_alloc_lock excludes GC_call_with_alloc_lock in other threads.  (The
+ * thread exists first: creating one needs the lock, as in bdwgc.) */
+static atomic_long lk_entered, lk_go;
+
+static void *lk_note(void *arg)
+{
+    (void)arg;
+    atomic_store(&lk_entered, 1);
+    return NULL;
+}
+
+static void *lk_thread(void *arg)
+{
+    (void)arg;
+    if (!wait_at_least(&lk_go, 1, 30))
+        FAIL("never told to go");
+    GC_call_with_alloc_lock(lk_note, NULL);
+    return NULL;
+}
+
+Test(threads, alloc_lock_functions, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    pthread_t t;
+    start_thread(&t, lk_thread, NULL);
+    GC_alloc_lock();
+    atomic_store(&lk_go, 1);
+    sleep_ms(100);
+    long early = atomic_load(&lk_entered);
+    GC_alloc_unlock();
+    join_thread(t);
+    assert_no_failures();
+    cr_assert_eq(early, 0, "GC_call_with_alloc_lock ran while GC_alloc_lock was held");
+    cr_assert_eq(atomic_load(&lk_entered), 1);
 }
