@@ -225,10 +225,9 @@ static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned 
     /* GC_dont_expand: grow only when a collection did not help. */
     if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : should_collect()))
         return COLLECT_ALLOCATION;
-    /* Promoted garbage must not make the heap grow: after a minor
-     * collection that promoted much, only a full one tells how much room
-     * the heap really has. */
-    if (hs.last_minor && !GC_dont_gc && !minor_result_bounded())
+    /* Promoted garbage must not make the heap grow: only a full
+     * collection tells how much room the heap really has. */
+    if (hs.last_minor && !GC_dont_gc)
         return COLLECT_HEAP_FULL;
     heap_expand_step(bytes);
     return COLLECT_NONE;

@@ -16,9 +16,8 @@
  * objects wait for the next full collection, which comes after MAX_MINORS
  * minor ones, or once the old bytes (plus what the last minor one
  * promoted) would exceed those of the last full collection by
- * 1/PROMOTE_DIV (promoted garbage), or before the heap grows past what
- * that bound allows, or when the program asks (GC_gcollect) or the heap
- * is full.
+ * 1/PROMOTE_DIV (promoted garbage), or before the heap grows, or when the
+ * program asks (GC_gcollect) or the heap is full.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -167,15 +166,6 @@ void heap_expand_step(uint64_t need)
         target = hs.max_heap;
     if (target > hs.heap_target)
         hs.heap_target = target;
-}
-
-/* Whether the old data the last minor collection left (promoted garbage
- * included) is within the bound that a minor collection respects: then
- * the heap may grow on its strength. */
-bool minor_result_bounded(void)
-{
-    uint64_t full = full_ptrful + full_ptrfree;
-    return hs.live_bytes - hs.live_aging <= full + full / PROMOTE_DIV;
 }
 
 static bool want_minor(enum collect_reason why)

@@ -301,7 +301,6 @@ extern bool gc_initialized;
 
 void ensure_init(void);
 bool should_collect(void);
-bool minor_result_bounded(void);
 bool gcollect_unmaps(void);
 void heap_expand_step(uint64_t need);
 /* Why a collection runs: only one triggered by allocation may be minor. */
