@@ -2015,6 +2015,7 @@ static void te_event(GC_EventType e, void *id)
         atomic_fetch_add(&te_unsuspended, 1);
 }
 
+/* Allocates garbage until te_stop (the thread event and fork tests). */
 static void *te_worker(void *arg)
 {
     (void)arg;
@@ -2083,13 +2084,6 @@ Test(threads, stack_bottom_get_and_set, .timeout = 60)
 
 /* GC_set_handle_fork(-1): the program brackets fork() with GC_atfork_*;
  * the child can allocate and collect while a thread ran in the parent. */
-static void *hf_worker(void *arg)
-{
-    (void)arg;
-    while (!atomic_load(&te_stop))
-        garbage(64 * KiB, 9);
-    return NULL;
-}
 
 Test(threads, fork_handled_by_the_program, .timeout = 60)
 {
@@ -2097,7 +2091,7 @@ Test(threads, fork_handled_by_the_program, .timeout = 60)
     GC_set_handle_fork(-1);
     GC_INIT();
     pthread_t t;
-    start_thread(&t, hf_worker, NULL);
+    start_thread(&t, te_worker, NULL);
     struct node *volatile list = list_build(0xf0f0, 5000);
     GC_atfork_prepare();
     pid_t pid = fork();
