@@ -276,9 +276,9 @@ static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
 
 /* Call fn(r, lo, hi) for every maximal run [lo, hi) of pages of spans
  * holding old objects whose protection bit is clear (pages written, or
- * never protected) when want_clear, set otherwise.  Runs continue across
- * neighbouring spans, so that a large old structure costs one call. */
-static bool each_page_run(bool want_clear, bool (*fn)(struct region *, uint64_t, uint64_t))
+ * never protected).  Runs continue across neighbouring spans, so that a
+ * large old structure costs one call. */
+static bool each_unprotected_run(bool (*fn)(struct region *, uint64_t, uint64_t))
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &regions[c];
@@ -294,8 +294,7 @@ static bool each_page_run(bool want_clear, bool (*fn)(struct region *, uint64_t,
             if (lo < seen)
                 lo = seen;          /* a page shared with the last span */
             for (uint64_t p = lo; p < hi; p += PAGE_SIZE) {
-                bool clear = !(*wp_bits(r, p) & page_bit(p));
-                if (clear != want_clear)
+                if (*wp_bits(r, p) & page_bit(p))
                     continue;
                 if (run && p == run_end) {
                     run_end = p + PAGE_SIZE;
@@ -325,7 +324,7 @@ static bool scan_old_objects(struct region *r, uint64_t lo, uint64_t hi)
  * been written may now point to young ones; scan their parts there. */
 void dirty_mark_old(void)
 {
-    each_page_run(true, scan_old_objects);
+    each_unprotected_run(scan_old_objects);
 }
 
 /* Whether bits [from, to) of a bitmap are all set. */
@@ -427,7 +426,7 @@ void dirty_protect(void)
 {
     if (!tracking)
         return;
-    if (!each_page_run(true, protect_old_pages))
+    if (!each_unprotected_run(protect_old_pages))
         tracking = false;   /* old objects left unprotected: next one full */
 }
 

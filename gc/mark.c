@@ -240,9 +240,8 @@ drain_impl(struct marker *m, const bool atomic, int64_t *budget)
         count--;
         top = scan_words(m, e.lo, e.hi, top, atomic);
         if (budget && (*budget -= (int64_t)(e.hi - e.lo)) <= 0) {
-            /* Out of budget: the prefetched entries go back (the stack has
-             * room: they came from it, and scanning pushed past them only
-             * through push_slow, which grows it or drops entries). */
+            /* Out of budget: the prefetched entries go back on the stack
+             * (through push_slow when it is full, as any push). */
             while (count--) {
                 m->top = top;
                 unsigned i = (head + count) % PREFETCH_DEPTH;
