@@ -349,24 +349,34 @@ Test(api, posix_memalign_einval)
     cr_assert_not_null(q);
 }
 
-/* Aligned objects are collectable like any other. */
-static TU_NOINLINE GC_hidden_pointer new_aligned(size_t align)
+/* Make n objects with make(i), collection held off meanwhile, drop them
+ * all, collect: none may survive. */
+#define MAX_DROPPED 100
+static void assert_dropped_objects_collected(GC_hidden_pointer (*make)(int), int n,
+                                             const char *what)
 {
-    char *p = GC_memalign(align, 100);
+    GC_hidden_pointer h[MAX_DROPPED];
+    cr_assert_leq(n, MAX_DROPPED);
+    GC_disable();
+    for (int i = 0; i < n; i++)
+        h[i] = make(i);
+    GC_enable();
+    tu_collect();
+    for (int i = 0; i < n; i++)
+        cr_assert_not(tu_live(h[i]), "%s %d not reclaimed", what, i);
+}
+
+/* Aligned objects are collectable like any other. */
+static TU_NOINLINE GC_hidden_pointer new_aligned(int i)
+{
+    char *p = GC_memalign((size_t)64 << (2 * i), 100);
     cr_assert_not_null(p);
     return tu_hide(p);
 }
 
 Test(api, memalign_objects_are_collected)
 {
-    GC_hidden_pointer h[6];
-    GC_disable();
-    for (int i = 0; i < 6; i++)
-        h[i] = new_aligned((size_t)64 << (2 * i));
-    GC_enable();
-    tu_collect();
-    for (int i = 0; i < 6; i++)
-        cr_assert_not(tu_live(h[i]), "aligned object %d not reclaimed", i);
+    assert_dropped_objects_collected(new_aligned, 6, "aligned object");
 }
 
 /* ------------------------------------------------------------------ */
@@ -435,14 +445,7 @@ static TU_NOINLINE GC_hidden_pointer dup_hidden(int n)
 
 Test(api, strdup_copies_are_collected)
 {
-    GC_hidden_pointer h[100];
-    GC_disable();
-    for (int i = 0; i < 100; i++)
-        h[i] = dup_hidden(i);
-    GC_enable();
-    tu_collect();
-    for (int i = 0; i < 100; i++)
-        cr_assert_not(tu_live(h[i]), "string copy %d not reclaimed", i);
+    assert_dropped_objects_collected(dup_hidden, 100, "string copy");
 }
 
 /* ------------------------------------------------------------------ */
