@@ -35,7 +35,9 @@ static void *alloc_in(unsigned c, size_t n)
     return tu_class_sizes[c] > MiB ? GC_malloc_atomic(n) : GC_malloc(n);
 }
 
-Test(api, base_and_size_in_every_class)
+/* Call check(c, n, p) on a fresh object p of the smallest and of the
+ * largest request n of every class, collection held off; p is freed after. */
+static void each_class_extreme(void (*check)(unsigned c, size_t n, char *p))
 {
     GC_disable();                /* no collection needs to scan 8 GiB objects */
     for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
@@ -46,57 +48,55 @@ Test(api, base_and_size_in_every_class)
             size_t n = reqs[k];
             char *p = alloc_in(c, n);
             cr_assert_not_null(p, "class %u: allocation of %zu bytes failed", c, n);
-            cr_assert_eq(lowfat_size(p), tu_class_sizes[c], "%zu-byte request in class "
-                         "of %llu bytes, expected %llu", n,
-                         (unsigned long long)lowfat_size(p),
-                         (unsigned long long)tu_class_sizes[c]);
-            size_t offs[] = { 0, 1, n / 2, n - 1 };
-            for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
-                cr_assert_eq(GC_base(p + offs[i]), p, "class %u, %zu-byte object: "
-                             "GC_base(p + %zu) = %p, p = %p", c, n, offs[i],
-                             GC_base(p + offs[i]), (void *)p);
-                cr_assert(GC_is_heap_ptr(p + offs[i]));
-            }
-            size_t sz = GC_size(p);
-            cr_assert_geq(sz, n, "class %u: GC_size = %zu for a %zu-byte request",
-                          c, sz, n);
-            cr_assert_leq(sz, tu_class_sizes[c], "class %u: GC_size = %zu exceeds the "
-                          "slot", c, sz);
-            if (tu_class_sizes[c] <= 16 * MiB) {
-                p[0] = 1;
-                p[n - 1] = 2;
-            }
+            check(c, n, p);
             GC_free(p);
         }
     }
     GC_enable();
 }
 
+static void check_base_and_size(unsigned c, size_t n, char *p)
+{
+    cr_assert_eq(lowfat_size(p), tu_class_sizes[c], "%zu-byte request in class "
+                 "of %llu bytes, expected %llu", n,
+                 (unsigned long long)lowfat_size(p),
+                 (unsigned long long)tu_class_sizes[c]);
+    size_t offs[] = { 0, 1, n / 2, n - 1 };
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        cr_assert_eq(GC_base(p + offs[i]), p, "class %u, %zu-byte object: "
+                     "GC_base(p + %zu) = %p, p = %p", c, n, offs[i],
+                     GC_base(p + offs[i]), (void *)p);
+        cr_assert(GC_is_heap_ptr(p + offs[i]));
+    }
+    size_t sz = GC_size(p);
+    cr_assert_geq(sz, n, "class %u: GC_size = %zu for a %zu-byte request", c, sz, n);
+    cr_assert_leq(sz, tu_class_sizes[c], "class %u: GC_size = %zu exceeds the slot", c, sz);
+    if (tu_class_sizes[c] <= 16 * MiB) {
+        p[0] = 1;
+        p[n - 1] = 2;
+    }
+}
+
+Test(api, base_and_size_in_every_class)
+{
+    each_class_extreme(check_base_and_size);
+}
+
 /* With all interior pointers on, each object has one extra byte: a
  * pointer just past the requested size is inside the object, in every
- * class. */
+ * class.  cr_expect: list every class where this fails. */
+static void check_one_past_end(unsigned c, size_t n, char *p)
+{
+    cr_expect_eq(GC_base(p + n), p, "class %u (%llu bytes), %zu-byte object: "
+                 "GC_base(p + %zu) = %p, not p = %p", c,
+                 (unsigned long long)tu_class_sizes[c], n, n, GC_base(p + n), (void *)p);
+    cr_expect_gt(GC_size(p), n, "class %u: GC_size = %zu leaves no room for "
+                 "the extra byte of a %zu-byte object", c, GC_size(p), n);
+}
+
 Test(api, base_of_one_past_end_in_every_class)
 {
-    GC_disable();
-    for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
-        if (!tu_class_exists(c))
-            continue;
-        size_t reqs[2] = { min_request(c), max_request(c) };
-        for (int k = 0; k < 2; k++) {
-            size_t n = reqs[k];
-            char *p = alloc_in(c, n);
-            cr_assert_not_null(p);
-            /* cr_expect: list every class where this fails. */
-            cr_expect_eq(GC_base(p + n), p, "class %u (%llu bytes), %zu-byte object: "
-                         "GC_base(p + %zu) = %p, not p = %p", c,
-                         (unsigned long long)tu_class_sizes[c], n, n, GC_base(p + n),
-                         (void *)p);
-            cr_expect_gt(GC_size(p), n, "class %u: GC_size = %zu leaves no room for "
-                         "the extra byte of a %zu-byte object", c, GC_size(p), n);
-            GC_free(p);
-        }
-    }
-    GC_enable();
+    each_class_extreme(check_one_past_end);
 }
 
 int api_global;

@@ -102,15 +102,22 @@ static void check_slot(uint64_t base, uint64_t size, uint64_t *rng, struct misma
         check_addr(base + tu_rand(rng) % size, size, m);
 }
 
+/* Slot size and address range of class c's region. */
+static void class_region(unsigned c, uint64_t *size, uint64_t *start, uint64_t *end)
+{
+    *size = tu_class_sizes[c];
+    *start = (uint64_t)(LOWFAT_FIRST_REGION + c) << LOWFAT_REGION_SHIFT;
+    *end = *start + LOWFAT_REGION_SIZE;
+}
+
 Test(lowfat, every_region_first_and_last_safe_slot_match_division)
 {
     uint64_t rng = 0x1234567887654321ull;
     for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
         if (!tu_class_exists(c))
             continue;
-        uint64_t size = tu_class_sizes[c];
-        uint64_t start = (uint64_t)(LOWFAT_FIRST_REGION + c) << LOWFAT_REGION_SHIFT;
-        uint64_t end = start + LOWFAT_REGION_SIZE;
+        uint64_t size, start, end;
+        class_region(c, &size, &start, &end);
         /* First safe slot: the first multiple of size at or above start. */
         uint64_t first = (start + size - 1) / size * size;
         /* Last safe slot: the last whole slot below the region's end. */
@@ -139,9 +146,8 @@ Test(lowfat, random_slots_in_every_region_match_division)
     for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
         if (!tu_class_exists(c))
             continue;
-        uint64_t size = tu_class_sizes[c];
-        uint64_t start = (uint64_t)(LOWFAT_FIRST_REGION + c) << LOWFAT_REGION_SHIFT;
-        uint64_t end = start + LOWFAT_REGION_SIZE;
+        uint64_t size, start, end;
+        class_region(c, &size, &start, &end);
         uint64_t q0 = (start + size - 1) / size, q1 = end / size;   /* [q0, q1) */
         struct mismatch m = { 0 };
         for (int k = 0; k < 2000; k++) {
