@@ -135,11 +135,20 @@ static TU_NOINLINE int tu_base_is(GC_hidden_pointer h, size_t offset)
 
 static uint64_t tu_warm_limit[TU_NUM_CLASSES] TU_UNUSED;
 
-static TU_UNUSED int tu_warm_scan(struct dl_phdr_info *info, size_t size, void *data)
+/* Call visit(word, arg) for every word of the writable segments of the
+ * shared objects, neither the program nor lfgc (what the collector scans
+ * but a test does not control). */
+struct tu_word_walk {
+    uintptr_t lfgc_base;
+    void (*visit)(uint64_t word, void *arg);
+    void *arg;
+};
+
+static TU_UNUSED int tu_walk_segments(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
-    uintptr_t lfgc_base = (uintptr_t)data;
-    if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || info->dlpi_addr == lfgc_base)
+    struct tu_word_walk *ww = data;
+    if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || info->dlpi_addr == ww->lfgc_base)
         return 0;                  /* the program itself, or lfgc */
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -147,27 +156,38 @@ static TU_UNUSED int tu_warm_scan(struct dl_phdr_info *info, size_t size, void *
             continue;
         uintptr_t lo = (info->dlpi_addr + ph->p_vaddr + 7) & ~(uintptr_t)7;
         uintptr_t hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-        for (const uint64_t *w = (const uint64_t *)lo; (uintptr_t)(w + 1) <= hi; w++) {
-            if (!lowfat_is_ptr((void *)*w))
-                continue;
-            uint64_t c = lowfat_index((void *)*w) - LOWFAT_FIRST_REGION;
-            uint64_t start = (uint64_t)lowfat_index((void *)*w) << LOWFAT_REGION_SHIFT;
-            if (tu_class_sizes[c] > TU_WARM_MAX_SIZE || *w - start >= TU_WARM_MAX_OFFSET)
-                continue;
-            if (*w + 1 > tu_warm_limit[c])
-                tu_warm_limit[c] = *w + 1;
-        }
+        for (const uint64_t *w = (const uint64_t *)lo; (uintptr_t)(w + 1) <= hi; w++)
+            ww->visit(*w, ww->arg);
     }
     return 0;
 }
 
-static TU_NOINLINE void tu_warm_up_alloc(void)
+static TU_UNUSED void tu_foreign_words(void (*visit)(uint64_t word, void *arg), void *arg)
 {
     Dl_info di;
     memset(&di, 0, sizeof di);
     dladdr((void *)(uintptr_t)&GC_malloc, &di);
+    struct tu_word_walk ww = { (uintptr_t)di.dli_fbase, visit, arg };
+    dl_iterate_phdr(tu_walk_segments, &ww);
+}
+
+static TU_UNUSED void tu_warm_note(uint64_t w, void *arg)
+{
+    (void)arg;
+    if (!lowfat_is_ptr((void *)w))
+        return;
+    uint64_t c = lowfat_index((void *)w) - LOWFAT_FIRST_REGION;
+    uint64_t start = (uint64_t)lowfat_index((void *)w) << LOWFAT_REGION_SHIFT;
+    if (tu_class_sizes[c] > TU_WARM_MAX_SIZE || w - start >= TU_WARM_MAX_OFFSET)
+        return;
+    if (w + 1 > tu_warm_limit[c])
+        tu_warm_limit[c] = w + 1;
+}
+
+static TU_NOINLINE void tu_warm_up_alloc(void)
+{
     memset(tu_warm_limit, 0, sizeof tu_warm_limit);
-    dl_iterate_phdr(tu_warm_scan, di.dli_fbase);
+    tu_foreign_words(tu_warm_note, NULL);
     for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
         if (!tu_warm_limit[c] || !tu_class_exists(c))
             continue;
@@ -184,36 +204,21 @@ static TU_NOINLINE void tu_warm_up_alloc(void)
  * not cover (in classes larger than TU_WARM_MAX_SIZE, or deep in a
  * region).  An object they point to is rightly retained. */
 struct tu_ref_query {
-    uintptr_t lo, hi, lfgc_base;
+    uintptr_t lo, hi;
     size_t count;
 };
 
-static TU_UNUSED int tu_foreign_scan(struct dl_phdr_info *info, size_t size, void *data)
+static TU_UNUSED void tu_ref_note(uint64_t w, void *arg)
 {
-    (void)size;
-    struct tu_ref_query *q = data;
-    if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || info->dlpi_addr == q->lfgc_base)
-        return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
-            continue;
-        uintptr_t lo = (info->dlpi_addr + ph->p_vaddr + 7) & ~(uintptr_t)7;
-        uintptr_t hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-        for (const uint64_t *w = (const uint64_t *)lo; (uintptr_t)(w + 1) <= hi; w++)
-            if (*w >= q->lo && *w < q->hi)
-                q->count++;
-    }
-    return 0;
+    struct tu_ref_query *q = arg;
+    if (w >= q->lo && w < q->hi)
+        q->count++;
 }
 
 static TU_UNUSED size_t tu_foreign_refs(uintptr_t lo, uintptr_t hi)
 {
-    Dl_info di;
-    memset(&di, 0, sizeof di);
-    dladdr((void *)(uintptr_t)&GC_malloc, &di);
-    struct tu_ref_query q = { lo, hi, (uintptr_t)di.dli_fbase, 0 };
-    dl_iterate_phdr(tu_foreign_scan, &q);
+    struct tu_ref_query q = { lo, hi, 0 };
+    tu_foreign_words(tu_ref_note, &q);
     return q.count;
 }
 
