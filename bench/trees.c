@@ -21,13 +21,9 @@
 #define MIN_DEPTH 4
 #define ARRAY_BYTES 4000000u
 
-struct node {
-    struct node *left, *right;
-};
-
-static struct node *new_node(void)
+static struct tree_node *new_node(void)
 {
-    struct node *n = GC_NEW(struct node);
+    struct tree_node *n = GC_NEW(struct tree_node);
     if (n == NULL) {
         fprintf(stderr, "trees: out of memory\n");
         exit(3);
@@ -36,28 +32,16 @@ static struct node *new_node(void)
 }
 
 /* Children first, then the parent that holds them. */
-static struct node *build(int depth)
+static struct tree_node *build(int depth)
 {
     if (depth == 0)
         return new_node();
-    struct node *l = build(depth - 1);
-    struct node *r = build(depth - 1);
-    struct node *n = new_node();
+    struct tree_node *l = build(depth - 1);
+    struct tree_node *r = build(depth - 1);
+    struct tree_node *n = new_node();
     n->left = l;
     n->right = r;
     return n;
-}
-
-static long count(const struct node *n)
-{
-    long c = 1;
-    while (n->left) {           /* both children or neither */
-        if (n->right == NULL)
-            return -1000000000L; /* damaged: make the total wrong */
-        c += 1 + count(n->right);
-        n = n->left;
-    }
-    return n->right ? -1000000000L : c;
 }
 
 static long expected_nodes(int depth)
@@ -71,16 +55,6 @@ static void fill(uint32_t *a, size_t n, uint64_t seed)
         a[i] = (uint32_t)(bench_rand(&seed) >> 32);
 }
 
-static uint64_t checksum(const uint32_t *a, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= a[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
 int main(int argc, char **argv)
 {
     int max_depth = argc > 1 ? atoi(argv[1]) : 18;
@@ -91,7 +65,7 @@ int main(int argc, char **argv)
     int ok = 1;
     long trees = 0;
 
-    struct node *long_lived = build(max_depth);
+    struct tree_node *long_lived = build(max_depth);
 
     size_t words = ARRAY_BYTES / sizeof(uint32_t);
     uint32_t *array = GC_MALLOC_ATOMIC(ARRAY_BYTES);
@@ -100,29 +74,29 @@ int main(int argc, char **argv)
         return 3;
     }
     fill(array, words, 0x9E3779B97F4A7C15ULL);
-    uint64_t sum = checksum(array, words);
+    uint64_t sum = bench_checksum32(array, words);
 
     for (int d = MIN_DEPTH; d <= max_depth; d += 2) {
         long iterations = 1L << (max_depth - d + MIN_DEPTH);
         long want = expected_nodes(d);
         for (long i = 0; i < iterations; i++) {
-            struct node *t = build(d);
-            if (count(t) != want) {
+            struct tree_node *t = build(d);
+            if (bench_tree_count(t) != want) {
                 if (ok)
                     fprintf(stderr, "trees: depth %d tree %ld: wrong node "
-                            "count %ld (want %ld)\n", d, i, count(t), want);
+                            "count %ld (want %ld)\n", d, i, bench_tree_count(t), want);
                 ok = 0;
             }
             trees++;
         }
     }
 
-    if (count(long_lived) != expected_nodes(max_depth)) {
+    if (bench_tree_count(long_lived) != expected_nodes(max_depth)) {
         fprintf(stderr, "trees: long-lived tree damaged: %ld nodes (want "
-                "%ld)\n", count(long_lived), expected_nodes(max_depth));
+                "%ld)\n", bench_tree_count(long_lived), expected_nodes(max_depth));
         ok = 0;
     }
-    if (checksum(array, words) != sum) {
+    if (bench_checksum32(array, words) != sum) {
         fprintf(stderr, "trees: pointer-free array damaged\n");
         ok = 0;
     }

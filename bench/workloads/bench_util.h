@@ -283,6 +283,36 @@ static inline void bench_unsupported(const char *workload, const char *why)
 }
 
 /* Keep a value alive and opaque to the optimiser. */
+/* The binary trees of trees.c and mt_trees.c: a node has both children or
+ * neither.  bench_tree_count() counts the nodes, or returns a large
+ * negative number for a damaged tree, so that the total comes out wrong. */
+struct tree_node {
+    struct tree_node *left, *right;
+};
+
+static inline long bench_tree_count(const struct tree_node *n)
+{
+    long c = 1;
+    while (n->left) {
+        if (n->right == NULL)
+            return -1000000000L;
+        c += 1 + bench_tree_count(n->right);
+        n = n->left;
+    }
+    return n->right ? -1000000000L : c;
+}
+
+/* FNV-1a over 32-bit words: the pointer-free arrays' checksum. */
+static inline uint64_t bench_checksum32(const uint32_t *a, size_t n)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= a[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
 #define BENCH_KEEP(x) __asm__ volatile("" : : "r"(x) : "memory")
 
 #endif /* BENCH_UTIL_H */

@@ -33,19 +33,15 @@ extern int GC_pthread_create(pthread_t *, const pthread_attr_t *,
 #define MAX_THREADS 64
 #define ARRAY_BYTES 4000000u
 
-struct node {
-    struct node *left, *right;
-};
-
-static struct node *build(int depth)
+static struct tree_node *build(int depth)
 {
-    struct node *n;
+    struct tree_node *n;
     if (depth == 0) {
-        n = GC_NEW(struct node);
+        n = GC_NEW(struct tree_node);
     } else {
-        struct node *l = build(depth - 1);
-        struct node *r = build(depth - 1);
-        n = GC_NEW(struct node);
+        struct tree_node *l = build(depth - 1);
+        struct tree_node *r = build(depth - 1);
+        n = GC_NEW(struct tree_node);
         if (n) {
             n->left = l;
             n->right = r;
@@ -56,18 +52,6 @@ static struct node *build(int depth)
         exit(3);
     }
     return n;
-}
-
-static long count(const struct node *n)
-{
-    long c = 1;
-    while (n->left) {
-        if (n->right == NULL)
-            return -1000000000L;
-        c += 1 + count(n->right);
-        n = n->left;
-    }
-    return n->right ? -1000000000L : c;
 }
 
 struct worker {
@@ -83,24 +67,14 @@ static void *work(void *arg)
         long iterations = 1L << (w->max_depth - d + MIN_DEPTH);
         long want = (2L << d) - 1;
         for (long i = w->index; i < iterations; i += w->nthreads) {
-            struct node *t = build(d);
-            if (count(t) != want)
+            struct tree_node *t = build(d);
+            if (bench_tree_count(t) != want)
                 w->bad++;
             w->trees++;
             w->nodes += want;
         }
     }
     return NULL;
-}
-
-static uint64_t checksum(const uint32_t *a, size_t n)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) {
-        h ^= a[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
 }
 
 int main(int argc, char **argv)
@@ -121,7 +95,7 @@ int main(int argc, char **argv)
     bench_init();
     int ok = 1;
 
-    struct node *long_lived = build(max_depth);
+    struct tree_node *long_lived = build(max_depth);
     size_t words = ARRAY_BYTES / sizeof(uint32_t);
     uint32_t *array = GC_MALLOC_ATOMIC(ARRAY_BYTES);
     if (array == NULL) {
@@ -131,7 +105,7 @@ int main(int argc, char **argv)
     uint64_t seed = 0x2545F4914F6CDD1DULL;
     for (size_t i = 0; i < words; i++)
         array[i] = (uint32_t)(bench_rand(&seed) >> 32);
-    uint64_t sum = checksum(array, words);
+    uint64_t sum = bench_checksum32(array, words);
 
     static struct worker workers[MAX_THREADS];
     uint64_t t0 = bench_now_ns();
@@ -165,11 +139,11 @@ int main(int argc, char **argv)
                 expected_trees);
         ok = 0;
     }
-    if (count(long_lived) != (2L << max_depth) - 1) {
+    if (bench_tree_count(long_lived) != (2L << max_depth) - 1) {
         fprintf(stderr, "mt_trees: long-lived tree damaged\n");
         ok = 0;
     }
-    if (checksum(array, words) != sum) {
+    if (bench_checksum32(array, words) != sum) {
         fprintf(stderr, "mt_trees: pointer-free array damaged\n");
         ok = 0;
     }
