@@ -263,7 +263,14 @@ void start_world(void);
 void stacks_set_scan_start(const void *sp);   /* see collect() */
 void stacks_mark(void);
 size_t stacks_size(void);       /* bytes of stack seen by the last scan */
-static inline void lock(void) { pthread_mutex_lock(&gc_lock); }
+void lock_contended(void);
+/* The lock, uncontended in one atomic instruction.  A thread that must wait
+ * for it waits as in GC_do_blocking (see lock_contended). */
+static inline void lock(void)
+{
+    if (unlikely(pthread_mutex_trylock(&gc_lock) != 0))
+        lock_contended();
+}
 static inline void unlock(void) { pthread_mutex_unlock(&gc_lock); }
 
 /* ------------------------------------------------------------------ */

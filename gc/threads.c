@@ -48,6 +48,12 @@ struct thread_rec {
 };
 
 static struct thread_rec *threads;          /* registered, lock held      */
+
+/* A thread waiting for the lock changes its own state without it. */
+static inline uint8_t state_of(struct thread_rec *t)
+{
+    return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE);
+}
 static struct thread_rec *spare_recs;
 static pthread_key_t exit_key;
 static __thread struct thread_rec *tl_self __attribute__((tls_model("initial-exec")));
@@ -259,7 +265,7 @@ void stop_world(void)
     AO_store(&acks, 0);
     for (struct thread_rec *t = threads; t; t = t->next) {
         t->suspended = 0;
-        if (t == me || t->state != T_RUNNING)
+        if (t == me || state_of(t) != T_RUNNING)
             continue;
         int err = pthread_kill(t->id, sig_suspend);
         if (err == 0) {
@@ -337,9 +343,10 @@ void stacks_mark(void)
     mark_stack_range(own_scan_start, me ? me->stack_bottom : stack_bottom_of_self());
     for (struct thread_rec *t = threads; t; t = t->next) {
         mark_range(&t->retval, &t->retval + 1);
-        if (t == me || t->state == T_FINISHED)
+        uint8_t state = state_of(t);
+        if (t == me || state == T_FINISHED)
             continue;
-        if (t->state == T_BLOCKING) {
+        if (state == T_BLOCKING) {
             mark_stack_range(t->blocking_sp, t->stack_bottom);
             continue;
         }
@@ -479,6 +486,27 @@ static void __attribute__((noinline)) enter_blocking(struct thread_rec *me)
     me->blocking_sp = (uintptr_t)&here;
     me->state = T_BLOCKING;
     unlock();
+}
+
+/* The lock is taken: wait for it as a blocking section, so that a
+ * collection started meanwhile (by the holder) scans this thread's stack
+ * from here instead of signalling it.  Waking a thread asleep in the lock
+ * wait, on an idle CPU, to answer a signal costs tens of microseconds per
+ * collection.  The state goes back to running once the lock is ours: no
+ * collection runs while we hold it. */
+void __attribute__((noinline)) lock_contended(void)
+{
+    __builtin_unwind_init();
+    volatile uintptr_t here = 0;
+    struct thread_rec *me = tl_self;
+    if (!me || __atomic_load_n(&me->state, __ATOMIC_RELAXED) != T_RUNNING) {
+        pthread_mutex_lock(&gc_lock);
+        return;
+    }
+    me->blocking_sp = (uintptr_t)&here;
+    __atomic_store_n(&me->state, T_BLOCKING, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&gc_lock);
+    __atomic_store_n(&me->state, T_RUNNING, __ATOMIC_RELAXED);
 }
 
 /* Coroutine libraries move a thread between stacks: they read and set

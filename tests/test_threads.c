@@ -2015,12 +2015,24 @@ static void te_event(GC_EventType e, void *id)
         atomic_fetch_add(&te_unsuspended, 1);
 }
 
-/* Allocates garbage until te_stop (the thread event and fork tests). */
+/* Allocates garbage until te_stop (the fork tests). */
 static void *te_worker(void *arg)
 {
     (void)arg;
     while (!atomic_load(&te_stop))
         garbage(64 * KiB, 7);
+    return NULL;
+}
+
+/* Runs without allocating until te_stop: a thread waiting for the
+ * collector's lock is not signalled (it waits as in a blocking section), so
+ * only one that runs is sure to be stopped, and reported, every time. */
+static void *te_spinner(void *arg)
+{
+    volatile unsigned long spins = 0;
+    (void)arg;
+    while (!atomic_load(&te_stop))
+        spins++;
     return NULL;
 }
 
@@ -2031,7 +2043,7 @@ Test(threads, thread_events_report_suspension, .timeout = 60)
     te_main_id = pthread_self();
     GC_set_on_thread_event(te_event);
     cr_assert_eq(GC_get_on_thread_event(), te_event);
-    start_thread(&te_worker_id, te_worker, NULL);
+    start_thread(&te_worker_id, te_spinner, NULL);
     for (int i = 0; i < 10; i++)
         GC_gcollect();
     atomic_store(&te_stop, 1);
@@ -2044,6 +2056,51 @@ Test(threads, thread_events_report_suspension, .timeout = 60)
                   atomic_load(&te_suspended));
     cr_assert_eq(atomic_load(&te_suspended), atomic_load(&te_unsuspended));
     cr_assert_eq(atomic_load(&te_wrong_id), 0);
+}
+
+/* Threads that wait for the collector's lock while another collects are
+ * not signalled: their stacks are scanned from where they began to wait,
+ * with their registers saved there.  Their lists, held only by their own
+ * frames, must come through many collections intact. */
+#define LW_THREADS 3
+#define LW_NODES 2000
+static atomic_long lw_done;
+
+static NOINLINE void *lw_thread(void *arg)
+{
+    uint64_t seed = (uint64_t)(uintptr_t)arg;
+    struct node *list = list_build(seed, LW_NODES);
+    CHECK(list != NULL, "out of memory");
+    for (int i = 0; i < 300 && list && !failed(); i++) {
+        /* Large objects are allocated under the lock. */
+        uint64_t *big = GC_MALLOC_ATOMIC(96 * KiB);
+        CHECK(big != NULL, "out of memory");
+        if (big)
+            big[i] = seed;
+        size_t bad = list_check(list, seed, LW_NODES);
+        CHECK(bad == 0, "thread %lu: list damaged at node %zu, round %d",
+              (unsigned long)seed, bad, i);
+    }
+    atomic_fetch_add(&lw_done, 1);
+    return NULL;
+}
+
+Test(threads, threads_waiting_for_the_lock_keep_their_data, .timeout = 120)
+{
+    reset_failures();
+    GC_INIT();
+    pthread_t t[LW_THREADS];
+    for (uintptr_t k = 0; k < LW_THREADS; k++)
+        start_thread(&t[k], lw_thread, (void *)(k + 1));
+    unsigned collections = 0;
+    while (atomic_load(&lw_done) < LW_THREADS) {
+        GC_gcollect();
+        collections++;
+    }
+    for (int k = 0; k < LW_THREADS; k++)
+        join_thread(t[k]);
+    assert_no_failures();
+    cr_assert_geq(collections, 10, "only %u collections ran", collections);
 }
 
 /* GC_get_my_stackbottom / GC_set_stackbottom, as a coroutine library uses
