@@ -228,7 +228,7 @@ void collect(enum collect_reason why)
     event(GC_EVENT_MARK_END);
 
     event(GC_EVENT_RECLAIM_START);
-    sweep_after_mark(minor);
+    sweep_after_mark(dirty_enabled());
     event(GC_EVENT_RECLAIM_END);
     dirty_protect();
 

@@ -225,7 +225,7 @@ static inline void mark_clear(struct region *r, const void *p)
     r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
 }
 void uncollectables_push(void);
-void sweep_after_mark(bool minor);
+void sweep_after_mark(bool generational);
 void mark_clear_aging(void);
 void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);

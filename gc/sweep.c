@@ -39,10 +39,12 @@ static size_t count_alloc_bits(const struct region *r, uint64_t qa, uint64_t qb)
     return popcount_range(r->alloc_bits, qa - r->q0, qb - r->q0);
 }
 
-/* After a minor collection, nursery spans with survivors become aging
- * rather than old: the next minor collection gives their objects one more
- * chance to die young. */
-void sweep_after_mark(bool minor)
+/* When collections may be minor, nursery spans with survivors become
+ * aging rather than old, after a full collection as after a minor one: the
+ * next minor collection gives their objects one more chance to die young.
+ * (A full collection that finds structures under construction would
+ * otherwise make them old, and garbage soon after.) */
+void sweep_after_mark(bool generational)
 {
     uint64_t live_ptrful = 0, live_ptrfree = 0, live_aging = 0, aging_ptrful = 0;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
@@ -70,7 +72,7 @@ void sweep_after_mark(bool minor)
                 live_ptrful += bytes;
             if (kd->uncollectable)
                 continue;
-            if (minor && nursery && n > 0) {
+            if (generational && nursery && n > 0) {
                 s->aging = 1;
                 live_aging += bytes;
                 if (!kd->ptrfree)

@@ -8,8 +8,8 @@
  * buffer), a store into an old object that shares its page with nothing
  * young; and a random graph mutated across many minor and full
  * collections, on one thread and on two.  Garbage must go: young garbage
- * at the next minor collection, objects that survived one minor collection
- * (aging) at the one after, promoted garbage at the next full one.
+ * at the next minor collection, objects that survived one collection
+ * (aging) at the next minor one, promoted garbage at the next full one.
  *
  * Minor collections need the kernel's asynchronous write protection
  * (userfaultfd WP_ASYNC and PAGEMAP_SCAN, Linux 6.7).  Where it is missing
@@ -318,6 +318,51 @@ Test(gen, garbage_that_survived_one_minor_goes_at_the_next)
     cr_assert_leq(alive, AGING_N / 4,
                   "%zu of %d objects dead since the last minor collection survived "
                   "the next one", alive, AGING_N);
+}
+
+/* A full collection that finds young objects live (a structure under
+ * construction) leaves them aging too: dropped soon after, they go at the
+ * next minor collection. */
+Test(gen, garbage_live_at_a_full_collection_goes_at_the_next_minor)
+{
+    NEED_MINOR();
+    static GC_hidden_pointer h[AGING_N];
+    GC_expand_hp(16 << 20);                 /* no collection while building */
+    GC_word gc_no = GC_get_gc_no();
+    make_aging(h);
+    cr_assert_eq(GC_get_gc_no(), gc_no);
+    tu_collect();                           /* full: all survive */
+    size_t alive = 0;
+    for (size_t i = 0; i < AGING_N; i++)
+        alive += (size_t)tu_live(h[i]);
+    cr_assert_eq(alive, AGING_N);
+    aging_root = NULL;
+    cr_assert(collect_minor());
+    alive = 0;
+    for (size_t i = 0; i < AGING_N; i++)
+        alive += (size_t)tu_live(h[i]);
+    cr_assert_leq(alive, AGING_N / 4,
+                  "%zu of %d objects dead since a full collection survived the "
+                  "next minor one", alive, AGING_N);
+}
+
+/* Objects left aging by a full collection and held only by old ones,
+ * which nobody writes any more, are found again by the minor ones after. */
+Test(gen, aging_objects_after_a_full_collection_survive_later_minors)
+{
+    NEED_MINOR();
+    make_old_nodes();
+    tu_collect();
+    cr_assert(collect_minor());             /* the nodes' pages are protected */
+    attach_young(11);
+    tu_collect();                           /* the young ones age */
+    for (unsigned round = 0; round < 4; round++) {
+        churn(20000);
+        cr_assert(collect_minor(), "round %u: expected a minor collection", round);
+        cr_assert_eq(count_intact(11), OLD_N,
+                     "round %u: objects held only by old ones were lost", round);
+    }
+    old_nodes = NULL;
 }
 
 /* Allocation-triggered collections are minor most of the time and the
