@@ -225,10 +225,15 @@ static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned 
     /* GC_dont_expand: grow only when a collection did not help. */
     if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : should_collect()))
         return COLLECT_ALLOCATION;
-    /* Promoted garbage must not make the heap grow: only a full
-     * collection tells how much room the heap really has. */
-    if (hs.last_minor && !GC_dont_gc)
+    /* Promoted garbage must not make the heap grow: a full collection
+     * first, when minor ones promoted enough to make it worth its cost. */
+    if (hs.last_minor && !GC_dont_gc && full_may_reclaim(bytes))
         return COLLECT_HEAP_FULL;
+    /* Young objects found live by the last collection often die soon
+     * after it (a structure being built then): a minor collection, which
+     * traces them again, before growing for them. */
+    if (collections == 0 && !GC_dont_gc && minor_may_reclaim(bytes))
+        return COLLECT_BEFORE_GROWTH;
     heap_expand_step(bytes);
     return COLLECT_NONE;
 }

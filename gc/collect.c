@@ -11,13 +11,17 @@
  * Generational collections: where the kernel tracks writes (dirty.c), a
  * collection triggered by allocation is minor: it keeps the marks of the
  * last one and traces only what is new or on written pages.  Objects
- * surviving it are thereby promoted (those of nursery spans only at their
- * second minor collection: see sweep.c and dirty.c), and dead promoted
+ * surviving it are thereby promoted (those of nursery spans only at the
+ * next minor collection: see sweep.c and dirty.c), and dead promoted
  * objects wait for the next full collection, which comes after MAX_MINORS
  * minor ones, or once the old bytes (plus what the last minor one
  * promoted) would exceed those of the last full collection by
- * 1/PROMOTE_DIV (promoted garbage), or before the heap grows, or when the
- * program asks (GC_gcollect) or the heap is full.
+ * 1/PROMOTE_DIV (promoted garbage), or before the heap grows if minor
+ * ones promoted at least a growth step since the last full one, or when
+ * the program asks (GC_gcollect) or the heap is full.  Before growing,
+ * when the last collection left at least a step of aging objects (often
+ * structures under construction then, dead since), a minor collection
+ * runs first, until one such early collection frees less than a step.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -41,11 +45,14 @@ static bool collecting;
  * RSS -9% for +3% collections). */
 #define MIN_EXPANSION ((uint64_t)256 << 10)
 #define MAX_EXPANSION ((uint64_t)8 << 20)
-/* Minor collections between two full ones, at most. */
-#define MAX_MINORS 16
+/* Minor collections between two full ones, at most: a backstop, as
+ * promoted garbage is bounded by PROMOTE_DIV.  (16 forced a full
+ * collection every 17 in programs whose old data does not change.) */
+#define MAX_MINORS 64
 
 static unsigned minors_since_full;
 static uint64_t full_ptrful, full_ptrfree;  /* marked by the last full one */
+static uint64_t full_old;               /* of which old (not aging) */
 static uint64_t traced_last_minor;      /* bytes the last minor one marked   */
 static uint64_t promoted_last_minor;    /* bytes it made old                 */
 /* A minor collection is skipped when the bytes it would leave marked
@@ -149,9 +156,7 @@ bool should_collect(void)
     return allocd >= threshold;
 }
 
-/* Grow the expanded size by heap / divisor (at least `need`), so that the
- * next collections come after proportionally more allocation. */
-void heap_expand_step(uint64_t need)
+static uint64_t expansion_step(uint64_t need)
 {
     uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
     uint64_t step = hs.heap_bytes / divisor;
@@ -159,8 +164,36 @@ void heap_expand_step(uint64_t need)
         step = MIN_EXPANSION;
     if (step > MAX_EXPANSION)
         step = MAX_EXPANSION;
-    if (step < need)
-        step = need;
+    return step < need ? need : step;
+}
+
+/* Whether a full collection might find a growth step (at least `need`
+ * bytes) that minor ones cannot: at most what they made old since the
+ * last full one. */
+bool full_may_reclaim(uint64_t need)
+{
+    uint64_t old = hs.live_bytes - hs.live_aging;
+    return old > full_old && old - full_old >= expansion_step(need);
+}
+
+/* Whether a minor collection might find a growth step (at least `need`
+ * bytes) before the heap grows: objects of aging spans, found live by the
+ * last collection, often die soon after it (structures being built then).
+ * Once such an early collection freed less than a step, none is tried
+ * again before the next collection due to allocation. */
+static bool early_minor_failed;
+
+bool minor_may_reclaim(uint64_t need)
+{
+    return !early_minor_failed && dirty_enabled() &&
+           hs.live_aging >= expansion_step(need);
+}
+
+/* Grow the expanded size by heap / divisor (at least `need`), so that the
+ * next collections come after proportionally more allocation. */
+void heap_expand_step(uint64_t need)
+{
+    uint64_t step = expansion_step(need);
     uint64_t target = hs.heap_bytes + step;
     if (hs.max_heap && target > hs.max_heap)
         target = hs.max_heap;
@@ -172,7 +205,8 @@ static bool want_minor(enum collect_reason why)
 {
     if (why == COLLECT_MINOR)
         return true;
-    if (why != COLLECT_ALLOCATION || minors_since_full >= MAX_MINORS)
+    if ((why != COLLECT_ALLOCATION && why != COLLECT_BEFORE_GROWTH) ||
+        minors_since_full >= MAX_MINORS)
         return false;
     /* Promoted garbage takes room: bounded by a fraction of the live data. */
     uint64_t full = full_ptrful + full_ptrfree;
@@ -250,7 +284,12 @@ void collect(enum collect_reason why)
         promoted_last_minor = 0;
         full_ptrful = hs.est_ptrful = hs.live_ptrful;
         full_ptrfree = hs.est_ptrfree = hs.live_ptrfree;
+        full_old = hs.live_bytes - hs.live_aging;
     }
+    if (why == COLLECT_BEFORE_GROWTH)
+        early_minor_failed = hs.reclaimed_last < expansion_step(0);
+    else if (why == COLLECT_ALLOCATION)
+        early_minor_failed = false;
     hs.allocd_since_gc = 0;
     hs.freed_since_gc = 0;
     release_idle_spans(false);

@@ -310,9 +310,11 @@ void ensure_init(void);
 bool should_collect(void);
 bool gcollect_unmaps(void);
 void heap_expand_step(uint64_t need);
+bool full_may_reclaim(uint64_t need);
+bool minor_may_reclaim(uint64_t need);
 /* Why a collection runs: only one triggered by allocation may be minor. */
 enum collect_reason { COLLECT_NONE, COLLECT_ALLOCATION, COLLECT_HEAP_FULL, COLLECT_EXPLICIT,
-                      COLLECT_MINOR };
+                      COLLECT_MINOR, COLLECT_BEFORE_GROWTH };
 void collect(enum collect_reason why);
 void stats_record_pause(uint64_t ns);
 void stats_print_collection(uint64_t pause_ns);

@@ -365,6 +365,43 @@ Test(gen, aging_objects_after_a_full_collection_survive_later_minors)
     old_nodes = NULL;
 }
 
+/* A structure found live by a collection and dropped soon after does not
+ * make the heap grow: before growing for new objects, a minor collection
+ * finds it dead (or a full one would).  Growing instead, as bdwgc's rule
+ * alone says while little was allocated since the collection, would add
+ * about two thirds of it to the heap.  The heap may still use the room
+ * of its last expansion (at most 8 MiB) without asking. */
+#define TRANSIENT_NODES (512 * 1024)        /* 24 MiB of 48-byte slots */
+static void *volatile transient_root;
+
+static TU_NOINLINE void make_transient(void)
+{
+    void **head = NULL;
+    for (size_t i = 0; i < TRANSIENT_NODES; i++) {
+        void **p = GC_malloc(YOUNG_BYTES);
+        cr_assert_not_null(p);
+        p[0] = head;
+        head = p;
+    }
+    transient_root = head;
+}
+
+Test(gen, dead_young_structure_does_not_make_the_heap_grow)
+{
+    NEED_MINOR();
+    GC_disable();                           /* built whole, then collected */
+    make_transient();
+    GC_enable();
+    cr_assert(collect_minor());             /* live: it ages */
+    transient_root = NULL;
+    size_t before = GC_get_heap_size();
+    churn(3 * TRANSIENT_NODES);             /* three times its size */
+    size_t after = GC_get_heap_size();
+    cr_assert_leq(after, before + (9 << 20),
+                  "heap grew from %zu to %zu bytes for objects that fit in "
+                  "a dead structure's space", before, after);
+}
+
 /* Allocation-triggered collections are minor most of the time and the
  * heap stays bounded while a live set is kept intact. */
 #define KEEP 512
