@@ -199,6 +199,10 @@ def main():
     ap.add_argument("plan", help="plan file, or - for stdin")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--subject", default="lfgc")
+    ap.add_argument("--reference", default="arena",
+                    help="comma-separated peers that are reference points, "
+                    "not rivals (no collector): shown, with ratios, but "
+                    "left out of the geometric means")
     ap.add_argument("--name", default="bench",
                     help="prefix of the CSV files (runs, summary)")
     ap.add_argument("--results", default=None,
@@ -312,6 +316,7 @@ def main():
                    "note": notes[peer].replace("\n", " ")}
             for k, v in m.items():
                 row[k] = v
+            rival = peer not in args.reference.split(",")
             if peer != subj and subj_m and m:
                 for k in RATIO_FIELDS:
                     r_ = ratio(subj_m.get(k), m.get(k))
@@ -320,10 +325,10 @@ def main():
                 r_ = ratio(subj_m.get(key), m.get(key), better)
                 if r_ is not None:
                     row["ratio_key"] = r_
-                    if r_ > 0:
+                    if r_ > 0 and rival:
                         time_ratios.append(r_)
                 rr = ratio(subj_m.get("peak_rss_kb"), m.get("peak_rss_kb"))
-                if rr:
+                if rr and rival:
                     rss_ratios.append(rr)
             summary_rows.append(row)
 

@@ -24,6 +24,10 @@ import subprocess
 import sys
 
 SUBJECT = "lfgc"
+# Peers that are no collector but a reference point (mt_trees with no
+# collector: the machine's ceiling); left out of the geometric means, the
+# ratio plot and the list of cases where lfgc is behind.
+REFERENCE_PEERS = ("arena",)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Order of the modes in the document; others follow alphabetically.
@@ -107,10 +111,11 @@ class Mode:
                 return r
         return None
 
-    def peers(self):
+    def peers(self, references=True):
         seen = []
         for r in self.rows:
-            if r["peer"] not in seen:
+            if r["peer"] not in seen and (references or
+                                          r["peer"] not in REFERENCE_PEERS):
                 seen.append(r["peer"])
         return seen
 
@@ -118,7 +123,8 @@ class Mode:
         """(key ratios, RSS ratios) of the subject against every peer."""
         tr, rr = [], []
         for r in self.rows:
-            if r["peer"] == SUBJECT or r.get("group") in skip_groups:
+            if (r["peer"] == SUBJECT or r["peer"] in REFERENCE_PEERS or
+                    r.get("group") in skip_groups):
                 continue
             tr.append(num(r.get("ratio_key")))
             rr.append(num(r.get("ratio_peak_rss_kb")))
@@ -148,13 +154,14 @@ def write_plot_data(modes, results):
     if gc:
         lines = []
         for case in gc.cases():
-            for peer in gc.peers():
+            for peer in gc.peers(references=False):
                 if peer == SUBJECT:
                     continue
                 r = gc.row(case, peer)
                 if not r:
                     continue
-                label = case if len(gc.peers()) <= 2 else f"{case}/{peer}"
+                label = (case if len(gc.peers(references=False)) <= 2
+                         else f"{case}/{peer}")
                 vals = [num(r.get("ratio_key")),
                         num(r.get("ratio_peak_rss_kb")),
                         num(r.get("ratio_max_pause_ms"))]
@@ -275,7 +282,12 @@ def goals(modes, callgrind):
     bd1, bd2 = r("mt_trees-1t"), r("mt_trees-2t")
     ba = num((bd1 or {}).get("mnodes_per_s"))
     bb = num((bd2 or {}).get("mnodes_per_s"))
-    bds = f" (bdwgc: {bb / ba:.2f}x)" if ba and bb else ""
+    bds = f"bdwgc: {bb / ba:.2f}x" if ba and bb else ""
+    na1 = num((r("mt_trees-1t", "arena") or {}).get("mnodes_per_s"))
+    na2 = num((r("mt_trees-2t", "arena") or {}).get("mnodes_per_s"))
+    if na1 and na2:
+        bds += ("; " if bds else "") + f"no collector: {na2 / na1:.2f}x"
+    bds = f" ({bds})" if bds else ""
     why = na_reason(s2, bd2)
     out.append(("threads", "2-thread throughput ≥ 1.7x 1-thread", "≥ 1.7x",
                 (fr(sc) if sc is not None else "–") + bds,
@@ -397,7 +409,7 @@ def behind(modes):
                            f"succeed ({st}); its figures are missing or "
                            f"partial.")
                 continue
-            for peer in mode.peers():
+            for peer in mode.peers(references=False):
                 if peer == SUBJECT:
                     continue
                 r = mode.row(case, peer)
@@ -550,7 +562,11 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
           "short-lived work shared by 1 or 2 threads (total work fixed); "
           "`mt_trees-2t-1marker` is the 2-thread run with one marker "
           "(`GC_MARKERS=1`, `LFGC_MARKERS=1`). The key is wall time; "
-          "`mnodes_per_s` in the CSV is the throughput.")
+          "`mnodes_per_s` in the CSV is the throughput. Peer `arena` is the "
+          "same program with no collector (`-DBENCH_ARENA`: per-thread "
+          "arenas made before the clock starts, rewound and zeroed when full): "
+          "how far this memory-bound work scales with threads on this machine "
+          "whatever the collector; it is left out of the geometric means.")
         w("- `gcbench`: `workloads/gcbench.c`, GCBench-style: stretch tree, "
           "long-lived tree, 500,000-double array, top-down and bottom-up "
           "temporary trees of depths 4..16.")

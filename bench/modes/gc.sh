@@ -82,6 +82,17 @@ mode_plan() {
     fi
     gc_case mt mt_trees-1t wall_s lo 1 18 >>"$plan"
     gc_case mt mt_trees-2t wall_s lo 2 18 >>"$plan"
+    # The same work with no collector (workloads/mt_trees.c, BENCH_ARENA):
+    # the machine's own ceiling for how this work scales with threads.
+    local arena=$GC_BIN/mt_trees-arena
+    if bench_build bdwgc "$BENCH_SRCDIR/workloads/mt_trees.c" "$arena" \
+            -pthread -DBENCH_ARENA 2>"$arena.log"; then
+        plan_line mt mt_trees-1t arena wall_s lo "'$arena' 1 18" >>"$plan"
+        plan_line mt mt_trees-2t arena wall_s lo "'$arena' 2 18" >>"$plan"
+    else
+        cat "$arena.log" >&2
+        bench_die "mt_trees does not build with -DBENCH_ARENA (see $arena.log)"
+    fi
     # The same with one marker thread: the parallel marker's effect on the
     # longest pause (bdwgc reads GC_MARKERS; lfgc is asked both ways).
     GC_ENV="GC_MARKERS=1 LFGC_MARKERS=1" \
