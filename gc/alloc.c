@@ -595,8 +595,10 @@ LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
  * GC_free, or not yet handed out) stay. */
 void caches_discard(void)
 {
-    for (unsigned c = 0; c < NUM_CLASSES; c++)
-        for (unsigned k = 0; k < MAX_KINDS; k++) {
+    for (unsigned k = 0; k < MAX_KINDS; k++) {
+        if (!kinds[k].in_use)
+            continue;               /* nothing was ever allocated of it */
+        for (unsigned c = 0; c < NUM_CLASSES; c++) {
             class_kinds[c][k].unswept = NULL;
             if (kinds[k].uncollectable)
                 continue;
@@ -605,6 +607,7 @@ void caches_discard(void)
             class_kinds[c][k].free = NULL;
             class_kind_free_count[c][k] = 0;
         }
+    }
 }
 
 /* Slots on a thread's lists stay with it across a collection: they are
