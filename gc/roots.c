@@ -2,7 +2,8 @@
  *
  * The writable segments of the executable and of every loaded shared
  * object (found afresh at each collection with dl_iterate_phdr, so that
- * dlopen'ed libraries are covered), the ranges added with GC_add_roots,
+ * dlopen'ed libraries are covered) but for their RELRO parts, the ranges
+ * added with GC_add_roots,
  * minus the ranges excluded with GC_exclude_static_roots.  lfgc's own
  * shared object is skipped: its state holds no pointer that must retain.
  * Stacks and registers are in threads.c.
@@ -95,6 +96,16 @@ static int mark_object_segments(struct dl_phdr_info *info, size_t size, void *da
     if (GC_no_dls && !main_program)
         return 0;
     uintptr_t self = (uintptr_t)&user_roots;
+    /* The part made read-only after relocation (RELRO) was written only by
+     * the dynamic linker, before the heap had anything to point to. */
+    uintptr_t relro_lo = 0, relro_hi = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_GNU_RELRO) {
+            relro_lo = info->dlpi_addr + ph->p_vaddr;
+            relro_hi = relro_lo + ph->p_memsz;
+        }
+    }
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
@@ -103,7 +114,13 @@ static int mark_object_segments(struct dl_phdr_info *info, size_t size, void *da
         uintptr_t hi = lo + ph->p_memsz;
         if (!main_program && self >= lo && self < hi)
             return 0;                /* lfgc's own shared object */
-        mark_root_range(lo, hi);
+        if (relro_lo < relro_hi && relro_lo < hi && relro_hi > lo) {
+            if (lo < relro_lo)
+                mark_root_range(lo, relro_lo);
+            lo = relro_hi > lo ? relro_hi : lo;
+        }
+        if (lo < hi)
+            mark_root_range(lo, hi);
     }
     return 0;
 }
