@@ -55,6 +55,9 @@ static uint64_t full_ptrful, full_ptrfree;  /* marked by the last full one */
 static uint64_t full_old;               /* of which old (not aging) */
 static uint64_t traced_last_minor;      /* bytes the last minor one marked   */
 static uint64_t promoted_last_minor;    /* bytes it made old                 */
+/* Bytes minor collections triggered by allocation traced, averaged (each
+ * new one weighs 1/4). */
+static uint64_t minor_traced_avg;
 /* A minor collection is skipped when the bytes it would leave marked
  * exceed those of the last full one by more than 1/PROMOTE_DIV. */
 #define PROMOTE_DIV 4
@@ -140,6 +143,18 @@ __attribute__((constructor(101))) static void lfgc_load(void)
     roots_init();
 }
 
+/* A minor collection costs what it traces: the young survivors, not the
+ * live heap.  Where many survive (structures in progress on several
+ * threads) collecting as often as the live size allows would spend most
+ * of each collection on them again: allocation between collections is at
+ * least `times` what minor ones traced of late (at the default divisor;
+ * a larger one shortens it as it does the rule above). */
+static uint64_t young_threshold(uint64_t times)
+{
+    uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
+    return times * 3 * minor_traced_avg / divisor;
+}
+
 bool should_collect(void)
 {
     if (GC_dont_gc || collecting)
@@ -153,6 +168,8 @@ bool should_collect(void)
     uint64_t threshold = scan / divisor;
     if (threshold < MIN_BYTES_ALLOCD)
         threshold = MIN_BYTES_ALLOCD;
+    if (threshold < young_threshold(2))
+        threshold = young_threshold(2);
     return allocd >= threshold;
 }
 
@@ -185,8 +202,9 @@ static bool early_minor_failed;
 
 bool minor_may_reclaim(uint64_t need)
 {
+    uint64_t since = AO_load((volatile AO_t *)&hs.allocd_since_gc);
     return !early_minor_failed && dirty_enabled() &&
-           hs.live_aging >= expansion_step(need);
+           hs.live_aging >= expansion_step(need) && since >= young_threshold(1);
 }
 
 /* Grow the expanded size by heap / divisor (at least `need`), so that the
@@ -274,6 +292,10 @@ void collect(enum collect_reason why)
         uint64_t new_ptrful = hs.live_ptrful > carried_ptrful ? hs.live_ptrful - carried_ptrful : 0;
         uint64_t new_ptrfree = hs.live_ptrfree > carried_ptrfree ? hs.live_ptrfree - carried_ptrfree : 0;
         traced_last_minor = new_ptrful;
+        /* One the program asked for, at a moment of its choosing, tells
+         * little of what those that allocation triggers will find. */
+        if (why != COLLECT_MINOR)
+            minor_traced_avg = (3 * minor_traced_avg + new_ptrful) / 4;
         uint64_t old_after = hs.live_bytes - hs.live_aging;
         promoted_last_minor = old_after > old_before ? old_after - old_before : 0;
         hs.est_ptrful = full_ptrful + new_ptrful;
