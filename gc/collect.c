@@ -22,6 +22,8 @@
  * when the last collection left at least a step of aging objects (often
  * structures under construction then, dead since), a minor collection
  * runs first, until one such early collection frees less than a step.
+ * Minor collections cost what they trace: the allocation between two
+ * collections is also at least twice what minor ones traced of late.
  */
 #include <ctype.h>
 #include <stdio.h>
