@@ -49,14 +49,15 @@ struct thread_rec {
 
 static struct thread_rec *threads;          /* registered, lock held      */
 
+static struct thread_rec *spare_recs;
+static pthread_key_t exit_key;
+static __thread struct thread_rec *tl_self __attribute__((tls_model("initial-exec")));
+
 /* A thread waiting for the lock changes its own state without it. */
 static inline uint8_t state_of(struct thread_rec *t)
 {
     return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE);
 }
-static struct thread_rec *spare_recs;
-static pthread_key_t exit_key;
-static __thread struct thread_rec *tl_self __attribute__((tls_model("initial-exec")));
 
 extern void *__libc_stack_end;
 
@@ -749,7 +750,7 @@ LFGC_EXPORT int GC_pthread_join(pthread_t thread, void **retval)
     int err = a.err;
     if (err == 0 && t) {
         lock();
-        if (t->state == T_FINISHED)
+        if (state_of(t) == T_FINISHED)
             rec_unlink(t);
         unlock();
     }
@@ -762,7 +763,7 @@ LFGC_EXPORT int GC_pthread_detach(pthread_t thread)
     struct thread_rec *t = find_rec(thread);
     int err = pthread_detach(thread);
     if (err == 0 && t) {
-        if (t->state == T_FINISHED)
+        if (state_of(t) == T_FINISHED)
             rec_unlink(t);
         else
             t->detached = 1;
