@@ -126,6 +126,7 @@ static void init_once_fn(void)
     threads_init();
     alloc_init();
     mark_init();
+    GC_parallel = (int)mark_markers() - 1;
     read_environment();
     gc_initialized = true;
 }

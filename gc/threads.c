@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,6 +39,10 @@ struct thread_rec {
     struct thread_rec *next;        /* registry, or the spare list        */
     pthread_t id;
     uintptr_t stack_bottom;         /* highest address of the stack       */
+    uintptr_t stack_lo;             /* lowest address it may reach; 0: not
+                                       known (found at the next collection) */
+    uintptr_t alt_lo, alt_hi;       /* GC_register_altstack: signal stack */
+    uintptr_t norm_lo, norm_hi;     /*   and the normal stack             */
     volatile uintptr_t stack_sp;    /* lowest address to scan when stopped */
     uintptr_t blocking_sp;          /* saved by GC_do_blocking            */
     greg_t regs[NGREG];             /* registers when stopped             */
@@ -102,19 +107,33 @@ static void rec_unlink(struct thread_rec *rec)
         }
 }
 
-static uintptr_t stack_bottom_of_self(void)
+/* The calling thread's stack: [*lo, *hi), hi its base; 0s if unknown. */
+static void stack_of_self(uintptr_t *lo, uintptr_t *hi)
 {
     pthread_attr_t attr;
     void *addr;
     size_t size;
+    *lo = *hi = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return;
+    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+        *lo = (uintptr_t)addr;
+        *hi = (uintptr_t)addr + size;
+    }
+    pthread_attr_destroy(&attr);
+}
+
+static uintptr_t stack_bottom_of_self(void)
+{
     if (getpid() == gettid())
         return (uintptr_t)__libc_stack_end;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0)
-        return 0;
-    pthread_attr_getstack(&attr, &addr, &size);
-    pthread_attr_destroy(&attr);
-    return (uintptr_t)addr + size;
+    uintptr_t lo, hi;
+    stack_of_self(&lo, &hi);
+    return hi;
 }
+
+/* Set by GC_register_altstack before the thread is registered. */
+static __thread uintptr_t pending_alt[4];
 
 /* Register the calling thread; lock not held. */
 static struct thread_rec *register_self(uintptr_t bottom)
@@ -127,6 +146,20 @@ static struct thread_rec *register_self(uintptr_t bottom)
     }
     rec->id = pthread_self();
     rec->stack_bottom = bottom;
+    /* The stack's low end, when the base lies in the stack the system
+     * gave the thread (not so for a coroutine's stack base).  The main
+     * thread's is found by its first collection: glibc would read the
+     * memory map with malloc to say. */
+    if (getpid() != gettid()) {
+        uintptr_t lo, hi;
+        stack_of_self(&lo, &hi);
+        if (bottom > lo && bottom <= hi)
+            rec->stack_lo = lo;
+    }
+    rec->alt_lo = pending_alt[0];
+    rec->alt_hi = pending_alt[1];
+    rec->norm_lo = pending_alt[2];
+    rec->norm_hi = pending_alt[3];
     rec->state = T_RUNNING;
     rec->next = threads;
     threads = rec;
@@ -326,6 +359,102 @@ static void mark_stack_range(uintptr_t lo, uintptr_t hi)
     last_stacks_bytes += hi - lo;
 }
 
+/* The readable mapping holding addr, from /proc/self/maps, read with bare
+ * system calls: the world is stopped, and a stopped thread may hold
+ * malloc's or stdio's lock. */
+static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    char buf[4096];
+    /* Per line: field 0 the start, 1 the end, 2 the permissions. */
+    unsigned field = 0;
+    uintptr_t start = 0, end = 0;
+    bool found = false, readable = false;
+    ssize_t n;
+    while (!found && (n = read(fd, buf, sizeof buf)) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            char ch = buf[i];
+            if (ch == '\n') {
+                if (readable && addr >= start && addr < end) {
+                    found = true;
+                    break;
+                }
+                field = 0;
+                start = end = 0;
+                readable = false;
+            } else if (field < 2 && ch != '-' && ch != ' ') {
+                unsigned d = (unsigned)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+                if (field == 0)
+                    start = start << 4 | d;
+                else
+                    end = end << 4 | d;
+            } else if (field < 2) {
+                field++;
+            } else if (field == 2) {
+                readable = ch == 'r';
+                field++;
+            }
+        }
+    }
+    close(fd);
+    if (found) {
+        *lo = start;
+        *hi = end;
+    }
+    return found;
+}
+
+/* A thread's stack, scanned from sp, its deepest live point, to its
+ * base, when sp lies in the stack the base belongs to: the usual case,
+ * with no system call. */
+static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom);
+
+static void scan_stack(struct thread_rec *t, uintptr_t sp)
+{
+    uintptr_t bottom = t->stack_bottom;
+    if (t->stack_lo && sp >= t->stack_lo && sp <= bottom)
+        mark_stack_range(sp, bottom);
+    else
+        scan_stack_off(t, sp, bottom);
+}
+
+/* Otherwise the thread runs on another stack (a signal stack, a
+ * coroutine's) or its own grew past what we knew.  Where sp lies, scan
+ * up to the end of the signal stack GC_register_altstack gave or of the
+ * mapping; and scan the whole of the thread's own stack, as how deep it
+ * was when the thread left it is not known.  Conservative, and rare. */
+static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
+{
+    uintptr_t lo, hi;
+    if (t && sp >= t->alt_lo && sp < t->alt_hi && t->norm_hi > t->norm_lo) {
+        mark_stack_range(sp, t->alt_hi);
+        mark_stack_range(t->norm_lo, bottom > t->norm_lo && bottom <= t->norm_hi ? bottom
+                                                                                 : t->norm_hi);
+        return;
+    }
+    if (!bottom || !mapping_of(bottom - 1, &lo, &hi)) {
+        /* No memory map to go by (no /proc): trust a stack pointer that
+         * lies below the base, as far as a stack may reach. */
+        if (sp <= bottom && bottom - sp <= ((uintptr_t)1 << 32))
+            mark_stack_range(sp, bottom);
+        return;
+    }
+    if (t)
+        t->stack_lo = lo;
+    if (sp >= lo && sp <= bottom) {
+        mark_stack_range(sp, bottom);
+        return;
+    }
+    uintptr_t own_lo = lo;
+    if (t && sp >= t->alt_lo && sp < t->alt_hi)
+        mark_stack_range(sp, t->alt_hi);
+    else if (mapping_of(sp, &lo, &hi))
+        mark_stack_range(sp, hi);
+    mark_stack_range(own_lo, bottom);
+}
+
 /* Where the collecting thread's own stack is scanned from: a point in the
  * frame of collect(), below the registers it saved on entry.  The frames
  * the collector has used since lie deeper and are not scanned, so that
@@ -341,25 +470,23 @@ void stacks_mark(void)
 {
     struct thread_rec *me = tl_self;
     last_stacks_bytes = 0;
-    mark_stack_range(own_scan_start, me ? me->stack_bottom : stack_bottom_of_self());
+    if (me)
+        scan_stack(me, own_scan_start);
+    else
+        scan_stack_off(NULL, own_scan_start, stack_bottom_of_self());
     for (struct thread_rec *t = threads; t; t = t->next) {
         mark_range(&t->retval, &t->retval + 1);
         uint8_t state = state_of(t);
         if (t == me || state == T_FINISHED)
             continue;
         if (state == T_BLOCKING) {
-            mark_stack_range(t->blocking_sp, t->stack_bottom);
+            scan_stack(t, t->blocking_sp);
             continue;
         }
         if (!t->suspended)
             continue;
         mark_range(t->regs, t->regs + NGREG);
-        uintptr_t sp = t->stack_sp;
-        /* A thread stopped while on another stack (a signal stack, a
-         * coroutine) is scanned from the deepest point we can trust. */
-        if (sp > t->stack_bottom || t->stack_bottom - sp > ((uintptr_t)1 << 32))
-            continue;
-        mark_stack_range(sp, t->stack_bottom);
+        scan_stack(t, t->stack_sp);
     }
 }
 
@@ -417,8 +544,14 @@ void threads_init(void)
     install_handlers();
     if (handle_fork != -1)
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    /* The thread that initialises is registered: usually the main one. */
-    register_self(stack_bottom_of_self());
+    /* The thread that initialises is registered: usually the main one,
+     * whose base a program may have set in GC_stackbottom (bdwgc's). */
+    bool main_thread = getpid() == gettid();
+    uintptr_t bottom = main_thread && GC_stackbottom ? (uintptr_t)GC_stackbottom
+                                                     : stack_bottom_of_self();
+    register_self(bottom);
+    if (main_thread)
+        GC_stackbottom = (char *)bottom;
 }
 
 /* ------------------------------------------------------------------ */
@@ -528,6 +661,7 @@ LFGC_EXPORT void GC_set_stackbottom(void *gc_thread, const struct GC_stack_base 
         return;
     }
     t->stack_bottom = (uintptr_t)sb->mem_base;
+    t->stack_lo = 0;            /* the next collection finds its mapping */
 }
 
 LFGC_EXPORT void GC_set_on_thread_event(GC_on_thread_event_proc fn)
@@ -624,6 +758,44 @@ LFGC_EXPORT int GC_get_parallel(void)
 {
     ensure_init();
     return (int)mark_markers() - 1;
+}
+
+LFGC_EXPORT int GC_parallel;
+LFGC_EXPORT char *GC_stackbottom;
+
+LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,
+                                      void *altstack_base, GC_word altstack_size)
+{
+    uintptr_t v[4] = {(uintptr_t)altstack_base, (uintptr_t)altstack_base + altstack_size,
+                      (uintptr_t)stack_start, (uintptr_t)stack_start + stack_size};
+    struct thread_rec *me = tl_self;
+    if (!me) {
+        memcpy(pending_alt, v, sizeof v);
+        return;
+    }
+    lock();
+    me->alt_lo = v[0];
+    me->alt_hi = v[1];
+    me->norm_lo = v[2];
+    me->norm_hi = v[3];
+    unlock();
+}
+
+/* The world stays stopped, and the lock held, until the matching start:
+ * the caller must not allocate in between. */
+LFGC_EXPORT void GC_stop_world_external(void)
+{
+    ensure_init();
+    lock();
+    sweepers_hold();
+    stop_world();
+}
+
+LFGC_EXPORT void GC_start_world_external(void)
+{
+    start_world();
+    sweepers_release();
+    unlock();
 }
 
 LFGC_EXPORT void GC_start_mark_threads(void)

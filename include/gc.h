@@ -349,6 +349,9 @@ GC_API void *GC_call_with_gc_active(GC_fn_type fn, void *client_data);
 GC_API void GC_set_markers_count(unsigned n);
 GC_API int GC_get_parallel(void);
 GC_API void GC_start_mark_threads(void);
+/* Deprecated in bdwgc, kept for its programs: GC_parallel is what
+ * GC_get_parallel returns, set by GC_init. */
+GC_API int GC_parallel;
 /* fork(): by default lfgc's pthread_atfork handlers make the child able
  * to allocate and collect.  GC_set_handle_fork(-1) before GC_init leaves
  * that to the program, which then calls GC_atfork_prepare before fork()
@@ -369,6 +372,20 @@ GC_API void GC_alloc_unlock(void);
  * allocation lock held and that thread stopped or blocked. */
 GC_API void *GC_get_my_stackbottom(struct GC_stack_base *sb);
 GC_API void GC_set_stackbottom(void *gc_thread, const struct GC_stack_base *sb);
+/* The main thread's stack base: set before GC_init, it replaces the one
+ * lfgc finds; GC_init stores the one in use (deprecated in bdwgc). */
+GC_API char *GC_stackbottom;
+/* A thread that may be stopped while running on a signal stack says
+ * where that stack is and where its normal stack is (lowest address and
+ * size of each); stopped there, both are scanned.  Without it, lfgc
+ * finds both from the system's memory map, scanning more. */
+GC_API void GC_register_altstack(void *stack_start, GC_word stack_size,
+                                 void *altstack_base, GC_word altstack_size);
+/* Stop every other registered thread, and hold the allocation lock,
+ * until GC_start_world_external; the caller must not allocate or call
+ * lfgc in between. */
+GC_API void GC_stop_world_external(void);
+GC_API void GC_start_world_external(void);
 /* Called, lock held and world stopping or restarting, with
  * GC_EVENT_THREAD_SUSPENDED or GC_EVENT_THREAD_UNSUSPENDED and the
  * pthread_t of each thread signalled; it must not allocate. */

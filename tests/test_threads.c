@@ -50,9 +50,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 /* The real pthread functions, captured before gc.h redirects them (the
@@ -2208,4 +2210,230 @@ Test(threads, alloc_lock_functions, .timeout = 60)
     assert_no_failures();
     cr_assert_eq(early, 0, "GC_call_with_alloc_lock ran while GC_alloc_lock was held");
     cr_assert_eq(atomic_load(&lk_entered), 1);
+}
+
+/* ================================================================== */
+/* Threads stopped on another stack than their own                     */
+
+/* Memory the collector does not scan as a root: where a test keeps a
+ * signal stack or a coroutine's stack and contexts. */
+static void *unscanned_map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(p, MAP_FAILED, "mmap: %s", strerror(errno));
+    return p;
+}
+
+#define OS_NODES 5000
+#define OS_STACK (256 * KiB)
+
+static atomic_long os_phase;          /* 1: waiting on the other stack; 2: go on */
+static size_t os_bad_own, os_bad_other;
+
+/* On the other stack: a list only this frame holds, kept while the main
+ * thread collects, then checked. */
+static NOINLINE void os_hold_and_wait(uint64_t seed)
+{
+    struct node *volatile mine = list_build(seed, OS_NODES);
+    atomic_store(&os_phase, 1);
+    while (atomic_load(&os_phase) != 2)
+        sched_yield();
+    os_bad_other = list_check(mine, seed, OS_NODES);
+}
+
+/* The main thread collects while the other thread waits on its other
+ * stack; both of that thread's lists must come through intact, and the
+ * garbage made meanwhile must go. */
+static void os_collect_meanwhile(pthread_t t, const char *test)
+{
+    size_t total0 = GC_get_total_bytes();
+    GC_word gc0 = GC_get_gc_no();
+    if (!wait_at_least(&os_phase, 1, 20))
+        FAIL("the thread never reached its other stack");
+    for (int i = 0; i < 10 && !failed(); i++) {
+        garbage(2 * MiB, (uint64_t)i);
+        clear_stack();
+        GC_gcollect();
+    }
+    atomic_store(&os_phase, 2);
+    join_thread(t);
+    assert_no_failures();
+    cr_assert_geq(GC_get_gc_no() - gc0, 10);
+    cr_assert_eq(os_bad_own, 0, "%s: the list on the thread's own stack was lost (node %zu)",
+                 test, os_bad_own);
+    cr_assert_eq(os_bad_other, 0, "%s: the list on the other stack was lost (node %zu)",
+                 test, os_bad_other);
+    heap_bounded(test, total0, 16 * MiB, 48 * MiB);
+}
+
+static void *as_altstack;
+static int as_register;
+
+static void as_handler(int sig)
+{
+    (void)sig;
+    os_hold_and_wait(0xa175);
+}
+
+static void *as_thread(void *arg)
+{
+    (void)arg;
+    stack_t ss = {.ss_sp = as_altstack, .ss_size = OS_STACK, .ss_flags = 0};
+    CHECK(sigaltstack(&ss, NULL) == 0, "sigaltstack: %s", strerror(errno));
+    if (as_register) {
+        pthread_attr_t attr;
+        void *lo;
+        size_t size;
+        pthread_getattr_np(pthread_self(), &attr);
+        pthread_attr_getstack(&attr, &lo, &size);
+        pthread_attr_destroy(&attr);
+        GC_register_altstack(lo, size, as_altstack, OS_STACK);
+    }
+    struct node *volatile own = list_build(0x0a5e, OS_NODES);
+    pthread_kill(pthread_self(), SIGUSR1);   /* handled before this returns */
+    os_bad_own = list_check(own, 0x0a5e, OS_NODES);
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, NULL);
+    return NULL;
+}
+
+static void signal_stack_case(int registered, const char *test)
+{
+    reset_failures();
+    GC_INIT();
+    as_altstack = unscanned_map(OS_STACK);
+    as_register = registered;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = as_handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_ONSTACK;
+    cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    pthread_t t;
+    start_thread(&t, as_thread, NULL);
+    os_collect_meanwhile(t, test);
+}
+
+/* A thread stopped in a signal handler on its signal stack: lfgc finds
+ * both stacks from the memory map. */
+Test(threads, stopped_on_a_signal_stack, .timeout = 60)
+{
+    signal_stack_case(0, "signal stack");
+}
+
+/* The same with the stacks given by GC_register_altstack. */
+Test(threads, stopped_on_a_registered_signal_stack, .timeout = 60)
+{
+    signal_stack_case(1, "registered signal stack");
+}
+
+/* A coroutine (makecontext) on a stack of its own, with no
+ * GC_set_stackbottom: it collects itself, then waits there while the main
+ * thread collects.  The contexts are kept out of the roots, so that the
+ * registers swapcontext saved do not keep the lists alive. */
+struct co_area {
+    ucontext_t back, coroutine;
+};
+static struct co_area *co;
+
+static void co_body(void)
+{
+    struct node *volatile early = list_build(0xc0c0, OS_NODES);
+    for (int i = 0; i < 4; i++) {
+        garbage(2 * MiB, (uint64_t)i + 100);
+        clear_stack();
+        GC_gcollect();
+    }
+    CHECK(list_check(early, 0xc0c0, OS_NODES) == 0,
+          "a list on the coroutine's stack was lost in its own collections");
+    os_hold_and_wait(0xc1c1);
+}
+
+static void *co_thread(void *arg)
+{
+    (void)arg;
+    struct node *volatile own = list_build(0x0c0e, OS_NODES);
+    getcontext(&co->coroutine);
+    co->coroutine.uc_stack.ss_sp = unscanned_map(OS_STACK);
+    co->coroutine.uc_stack.ss_size = OS_STACK;
+    co->coroutine.uc_link = &co->back;
+    makecontext(&co->coroutine, co_body, 0);
+    CHECK(swapcontext(&co->back, &co->coroutine) == 0, "swapcontext: %s", strerror(errno));
+    os_bad_own = list_check(own, 0x0c0e, OS_NODES);
+    return NULL;
+}
+
+Test(threads, stopped_on_a_coroutine_stack, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    co = unscanned_map(sizeof *co);
+    pthread_t t;
+    start_thread(&t, co_thread, NULL);
+    os_collect_meanwhile(t, "coroutine stack");
+}
+
+/* GC_stop_world_external holds every other registered thread (and the
+ * lock) until GC_start_world_external. */
+static atomic_long sw_count;
+static atomic_int sw_stop;
+
+static void *sw_spinner(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&sw_stop))
+        atomic_fetch_add(&sw_count, 1);
+    return NULL;
+}
+
+Test(threads, stop_world_external, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    pthread_t t;
+    start_thread(&t, sw_spinner, NULL);
+    cr_assert(wait_at_least(&sw_count, 1000, 10), "the spinner never ran");
+    GC_stop_world_external();
+    long before = atomic_load(&sw_count);
+    sleep_ms(50);
+    long during = atomic_load(&sw_count);
+    GC_start_world_external();
+    bool resumed = wait_at_least(&sw_count, during + 1000, 10);
+    atomic_store(&sw_stop, 1);
+    join_thread(t);
+    cr_assert_eq(during, before, "a thread ran %ld steps while the world was stopped",
+                 during - before);
+    cr_assert(resumed, "the thread did not resume");
+    /* The lock was given back: allocation and collection work. */
+    struct node *l = list_build(0x5705, 100);
+    GC_gcollect();
+    cr_assert_eq(list_check(l, 0x5705, 100), 0);
+}
+
+/* bdwgc's deprecated variables, still read by old programs. */
+Test(threads, parallel_and_stackbottom_variables)
+{
+    GC_INIT();
+    cr_assert_eq(GC_parallel, GC_get_parallel());
+    struct GC_stack_base sb;
+    cr_assert_eq(GC_get_stack_base(&sb), GC_SUCCESS);
+    if (getpid() == gettid())
+        cr_assert_eq((void *)GC_stackbottom, sb.mem_base,
+                     "GC_stackbottom is not the main thread's stack base");
+}
+
+/* GC_stackbottom set before GC_init is the main thread's base. */
+extern void *__libc_stack_end;
+
+Test(threads, stackbottom_set_before_init)
+{
+    if (getpid() != gettid())
+        cr_skip_test("the test does not run on the main thread");
+    char *base = (char *)(((uintptr_t)__libc_stack_end - 64) & ~(uintptr_t)7);
+    GC_stackbottom = base;
+    GC_INIT();
+    struct GC_stack_base sb;
+    cr_assert_eq(GC_get_stack_base(&sb), GC_SUCCESS);
+    cr_assert_eq(sb.mem_base, (void *)base, "GC_stackbottom set before GC_init was ignored");
+    cr_assert_eq(GC_stackbottom, base);
 }
