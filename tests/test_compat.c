@@ -6,6 +6,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Programs written for bdwgc often include <gc/gc.h>: it must be lfgc's
+ * (the build fails otherwise), not one of bdwgc installed elsewhere. */
+#include <gc/gc.h>
+#include <gc/gc_version.h>
+#include <gc/gc_pthread_redirects.h>
+#ifndef LFGC_VERSION_STRING
+#error "<gc/gc.h> is not lfgc's header"
+#endif
+
 #include "gc.h"
 #include "lfgc.h"
 
@@ -181,4 +190,11 @@ Test(compat, markers_count_two)
     GC_gcollect();
     for (int i = 0; i < 1000; i++)
         cr_assert_eq(((int *)keep[i])[0], i);
+}
+
+/* The version <gc/gc_version.h> gives is the one the library reports. */
+Test(compat, gc_subdirectory_headers_are_lfgcs)
+{
+    cr_assert_eq(GC_get_version(),
+                 (unsigned)(GC_VERSION_MAJOR << 16 | GC_VERSION_MINOR << 8 | GC_VERSION_MICRO));
 }
