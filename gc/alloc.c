@@ -584,6 +584,31 @@ LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
     return cache_pop(bytes, KIND_PTRFREE);
 }
 
+/* bdwgc's batch allocation: zeroed objects of `bytes` linked through
+ * their first words (GC_NEXT), as many as the thread's list holds for the
+ * class up to a page's worth, and at least one.  Each is popped as
+ * GC_malloc pops it, so that the list built so far is an ordinary
+ * reachable structure if a collection stops this thread meanwhile. */
+LFGC_EXPORT void *GC_malloc_many(size_t bytes)
+{
+    void **list = GC_malloc(bytes);
+    if (!list || bytes > SMALL_REQUEST_MAX)
+        return list;
+    unsigned c = request_class[bytes];
+    struct thread_cache *tc = tl_cache;
+    size_t room = 4096 / regions[c].size;
+    for (size_t n = 1; n < room; n++) {
+        void **p = tc->free[KIND_NORMAL][c];
+        if (!p)
+            break;
+        tc->free[KIND_NORMAL][c] = link_decode(p[0]);
+        p[1] = NULL;
+        p[0] = list;
+        list = p;
+    }
+    return list;
+}
+
 /* ------------------------------------------------------------------ */
 /* Explicit free                                                        */
 

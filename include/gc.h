@@ -104,6 +104,11 @@ GC_API void *GC_malloc(size_t size) __attribute__((malloc, alloc_size(1)));
 /* Collectable object that never holds pointers: it is never scanned and
  * its contents are not cleared. */
 GC_API void *GC_malloc_atomic(size_t size) __attribute__((malloc, alloc_size(1)));
+/* Several zeroed, collectable objects of `size` bytes at once (at least
+ * one, up to a page's worth), linked through their first words: GC_NEXT(p)
+ * is the one after p, NULL after the last.  NULL when out of memory. */
+GC_API void *GC_malloc_many(size_t size);
+#define GC_NEXT(p) (*(void **)(p))
 /* Zeroed object that is scanned but never collected; GC_free releases it. */
 GC_API void *GC_malloc_uncollectable(size_t size) __attribute__((malloc, alloc_size(1)));
 /* Uncollectable and never scanned. */

@@ -946,3 +946,67 @@ Test(api, aligned_and_copied_objects_can_be_freed)
                  tu_warnings[0].msg);
     GC_set_warn_proc(GC_default_warn_proc);
 }
+
+/* ------------------------------------------------------------------ */
+/* GC_malloc_many                                                      */
+
+/* A list of distinct, zeroed objects of at least the size asked for,
+ * ended by NULL; batches of more than one come from the thread's list. */
+Test(api, malloc_many_gives_a_list_of_zeroed_objects)
+{
+    size_t most = 0;
+    for (int round = 0; round < 50; round++) {
+        void **list = GC_malloc_many(40);
+        cr_assert_not_null(list);
+        size_t n = 0;
+        for (void **p = list; p; p = GC_NEXT(p)) {
+            n++;
+            cr_assert_leq(n, 4096 / 16, "the list does not end");
+            cr_assert_eq(GC_base(p), (void *)p, "element %zu is not an object's base", n);
+            cr_assert_geq(GC_size(p), 40);
+            for (size_t w = 1; w < 40 / sizeof(void *); w++)
+                cr_assert_null(p[w], "element %zu: word %zu not cleared", n, w);
+            for (void **q = list; q != p; q = GC_NEXT(q))
+                cr_assert_neq(q, p, "element %zu appears twice", n);
+        }
+        if (n > most)
+            most = n;
+    }
+    cr_assert_gt(most, 1, "GC_malloc_many never gave more than one object");
+    void **big = GC_malloc_many(100000);
+    cr_assert_not_null(big);
+    cr_assert_null(GC_NEXT(big), "a large object comes alone");
+}
+
+/* The objects are ordinary ones: kept while reachable, collected after. */
+static TU_NOINLINE GC_hidden_pointer many_hidden(int i)
+{
+    void **list = GC_malloc_many(48);
+    cr_assert_not_null(list);
+    (void)i;
+    return tu_hide(list);
+}
+
+Test(api, malloc_many_objects_are_kept_then_collected)
+{
+    static void **kept[20];
+    for (int k = 0; k < 20; k++) {
+        kept[k] = GC_malloc_many(48);
+        cr_assert_not_null(kept[k]);
+        size_t i = 0;
+        for (void **p = kept[k]; p; p = GC_NEXT(p), i++)
+            p[1] = (void *)(uintptr_t)(k * 1000 + i + 1);
+    }
+    for (int r = 0; r < 5; r++) {
+        for (int j = 0; j < 20000; j++)
+            memset(GC_malloc(48), 0xee, 48);
+        tu_collect();
+    }
+    for (int k = 0; k < 20; k++) {
+        size_t i = 0;
+        for (void **p = kept[k]; p; p = GC_NEXT(p), i++)
+            cr_assert_eq(p[1], (void *)(uintptr_t)(k * 1000 + i + 1),
+                         "list %d, element %zu overwritten", k, i);
+    }
+    assert_dropped_objects_collected(many_hidden, 20, "GC_malloc_many list");
+}
