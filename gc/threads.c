@@ -49,7 +49,8 @@ struct thread_rec {
     void *retval;                   /* kept alive until joined            */
     uint8_t state;
     uint8_t detached;
-    uint8_t suspended;
+    uint8_t suspended;              /* stopped: its registers are saved */
+    uint8_t ext_suspended;          /* by GC_suspend_thread, until resumed */
 };
 
 static struct thread_rec *threads;          /* registered, lock held      */
@@ -247,6 +248,7 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
     }
     ucontext_t *uc = context;
     AO_t epoch = AO_load_full(&world_epoch);
+    bool external = __atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE);
     memcpy(me->regs, uc->uc_mcontext.gregs, sizeof me->regs);
     /* Below the interrupted stack pointer lies the red zone. */
     me->stack_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP] - 128;
@@ -257,8 +259,12 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
     sigset_t wait;
     sigfillset(&wait);
     sigdelset(&wait, sig_restart);
-    while (AO_load_full(&world_epoch) == epoch)
-        sigsuspend(&wait);
+    if (external)
+        while (__atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE))
+            sigsuspend(&wait);
+    else
+        while (AO_load_full(&world_epoch) == epoch)
+            sigsuspend(&wait);
     errno = saved_errno;
 }
 
@@ -292,14 +298,17 @@ static void install_handlers(void)
                 sig_restart);
 }
 
+static void wait_for_acks(unsigned sent);
+
 void stop_world(void)
 {
     struct thread_rec *me = tl_self;
     unsigned sent = 0;
     AO_store(&acks, 0);
     for (struct thread_rec *t = threads; t; t = t->next) {
-        t->suspended = 0;
-        if (t == me || state_of(t) != T_RUNNING)
+        /* One GC_suspend_thread stopped is stopped already. */
+        t->suspended = t->ext_suspended;
+        if (t == me || t->ext_suspended || state_of(t) != T_RUNNING)
             continue;
         int err = pthread_kill(t->id, sig_suspend);
         if (err == 0) {
@@ -312,9 +321,15 @@ void stop_world(void)
             t->state = T_FINISHED;
         }
     }
-    /* A stopped thread answers within microseconds when it was running:
-     * spin before paying for a sleep and a wake-up.  Only the count
-     * says who answered; the semaphore just wakes us. */
+    wait_for_acks(sent);
+}
+
+/* Wait until `sent` threads answered the suspend signal.  A stopped
+ * thread answers within microseconds when it was running: spin before
+ * paying for a sleep and a wake-up.  Only the count says who answered;
+ * the semaphore just wakes us. */
+static void wait_for_acks(unsigned sent)
+{
     for (unsigned i = 0; i < ACK_SPINS && AO_load_acquire(&acks) < sent; i++)
         __builtin_ia32_pause();
     while (AO_load_acquire(&acks) < sent) {
@@ -336,8 +351,10 @@ void start_world(void)
     AO_fetch_and_add1_full(&world_epoch);
     for (struct thread_rec *t = threads; t; t = t->next)
         if (t->suspended) {
-            pthread_kill(t->id, sig_restart);
             t->suspended = 0;
+            if (t->ext_suspended)
+                continue;
+            pthread_kill(t->id, sig_restart);
             if (on_thread_event)
                 on_thread_event(GC_EVENT_THREAD_UNSUSPENDED, (void *)t->id);
         }
@@ -796,6 +813,79 @@ LFGC_EXPORT void GC_start_world_external(void)
     start_world();
     sweepers_release();
     unlock();
+}
+
+static struct thread_rec *find_rec(pthread_t id);
+
+/* bdwgc's external suspension (javaxfc.h): a thread stays stopped, as by
+ * a collection, until GC_resume_thread; collections meanwhile scan what
+ * it saved and leave it stopped.  No count: one resume undoes any number
+ * of suspends. */
+static void *wait_until_resumed(void *arg)
+{
+    struct thread_rec *me = arg;
+    sigset_t restart, old;
+    sigemptyset(&restart);
+    sigaddset(&restart, sig_restart);
+    pthread_sigmask(SIG_BLOCK, &restart, &old);
+    sigset_t wait = old;
+    sigdelset(&wait, sig_restart);
+    while (__atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE))
+        sigsuspend(&wait);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return NULL;
+}
+
+LFGC_EXPORT void GC_suspend_thread(void *thread)
+{
+    ensure_init();
+    pthread_t id = (pthread_t)thread;
+    lock();
+    struct thread_rec *t = find_rec(id);
+    if (!t || t->ext_suspended || state_of(t) == T_FINISHED) {
+        unlock();
+        return;
+    }
+    __atomic_store_n(&t->ext_suspended, 1, __ATOMIC_RELEASE);
+    if (t == tl_self) {
+        /* Waits as in a blocking section: collections scan its stack
+         * from here without signalling it. */
+        unlock();
+        GC_do_blocking(wait_until_resumed, t);
+        return;
+    }
+    /* Not in the middle of a sweep, which a collection would wait for. */
+    sweepers_hold();
+    AO_store(&acks, 0);
+    if (pthread_kill(t->id, sig_suspend) != 0) {
+        t->ext_suspended = 0;
+    } else {
+        wait_for_acks(1);
+    }
+    sweepers_release();
+    unlock();
+}
+
+LFGC_EXPORT void GC_resume_thread(void *thread)
+{
+    ensure_init();
+    lock();
+    struct thread_rec *t = find_rec((pthread_t)thread);
+    if (t && t->ext_suspended) {
+        __atomic_store_n(&t->ext_suspended, 0, __ATOMIC_RELEASE);
+        pthread_kill(t->id, sig_restart);
+    }
+    unlock();
+}
+
+LFGC_EXPORT int GC_is_thread_suspended(void *thread)
+{
+    ensure_init();
+    lock();
+    struct thread_rec *t = find_rec((pthread_t)thread);
+    int r = t && t->ext_suspended;
+    unlock();
+    return r;
 }
 
 LFGC_EXPORT void GC_start_mark_threads(void)

@@ -391,6 +391,17 @@ GC_API void GC_register_altstack(void *stack_start, GC_word stack_size,
  * lfgc in between. */
 GC_API void GC_stop_world_external(void);
 GC_API void GC_start_world_external(void);
+/* Suspend one registered thread (bdwgc's javaxfc.h), as a collection
+ * stops it, until GC_resume_thread; there is no count.  A thread may
+ * suspend itself: it then waits, as in a blocking section, for another to
+ * resume it.  Unregistered or finished threads are ignored, and
+ * GC_is_thread_suspended says 0 for them.  The id is the pthread_t. */
+#ifndef GC_SUSPEND_THREAD_ID
+# define GC_SUSPEND_THREAD_ID void *
+#endif
+GC_API void GC_suspend_thread(GC_SUSPEND_THREAD_ID thread);
+GC_API void GC_resume_thread(GC_SUSPEND_THREAD_ID thread);
+GC_API int GC_is_thread_suspended(GC_SUSPEND_THREAD_ID thread);
 /* Called, lock held and world stopping or restarting, with
  * GC_EVENT_THREAD_SUSPENDED or GC_EVENT_THREAD_UNSUSPENDED and the
  * pthread_t of each thread signalled; it must not allocate. */

@@ -11,6 +11,7 @@
 #include <gc/gc.h>
 #include <gc/gc_version.h>
 #include <gc/gc_pthread_redirects.h>
+#include <gc/javaxfc.h>
 #ifndef LFGC_VERSION_STRING
 #error "<gc/gc.h> is not lfgc's header"
 #endif

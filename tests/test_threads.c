@@ -2437,3 +2437,102 @@ Test(threads, stackbottom_set_before_init)
     cr_assert_eq(sb.mem_base, (void *)base, "GC_stackbottom set before GC_init was ignored");
     cr_assert_eq(GC_stackbottom, base);
 }
+
+/* GC_suspend_thread / GC_resume_thread (bdwgc's javaxfc.h): a suspended
+ * thread does not run, collections meanwhile keep its data and leave it
+ * stopped, and it runs again once resumed. */
+static atomic_long xs_count;
+static atomic_int xs_stop;
+static size_t xs_bad;
+
+static NOINLINE void xs_spin_holding_list(void)
+{
+    struct node *volatile mine = list_build(0x5005, 3000);
+    while (!atomic_load(&xs_stop))
+        atomic_fetch_add(&xs_count, 1);
+    xs_bad = list_check(mine, 0x5005, 3000);
+}
+
+static void *xs_spinner(void *arg)
+{
+    (void)arg;
+    xs_spin_holding_list();
+    return NULL;
+}
+
+Test(threads, suspend_and_resume_another_thread, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    pthread_t t;
+    start_thread(&t, xs_spinner, NULL);
+    cr_assert(wait_at_least(&xs_count, 1000, 10), "the spinner never ran");
+    void *id = (void *)t;
+    cr_assert_not(GC_is_thread_suspended(id));
+    GC_suspend_thread(id);
+    GC_suspend_thread(id);                 /* no count: still one resume */
+    cr_assert(GC_is_thread_suspended(id));
+    long before = atomic_load(&xs_count);
+    GC_word gc0 = GC_get_gc_no();
+    for (int i = 0; i < 6; i++) {
+        garbage(2 * MiB, (uint64_t)i);
+        clear_stack();
+        GC_gcollect();
+    }
+    sleep_ms(20);
+    long during = atomic_load(&xs_count);
+    cr_assert(GC_is_thread_suspended(id), "a collection resumed a suspended thread");
+    GC_resume_thread(id);
+    cr_assert_not(GC_is_thread_suspended(id));
+    bool resumed = wait_at_least(&xs_count, during + 1000, 10);
+    atomic_store(&xs_stop, 1);
+    join_thread(t);
+    cr_assert_eq(during, before, "the suspended thread ran %ld steps", during - before);
+    cr_assert(resumed, "the thread did not run again after GC_resume_thread");
+    cr_assert_geq(GC_get_gc_no() - gc0, 6);
+    cr_assert_eq(xs_bad, 0, "the suspended thread's list was lost (node %zu)", xs_bad);
+    /* Unknown threads are ignored. */
+    GC_resume_thread(id);
+    cr_assert_not(GC_is_thread_suspended(id));
+}
+
+/* A thread that suspends itself waits until another resumes it. */
+static atomic_long xs_self_done;
+
+static NOINLINE void xs_self_body(void)
+{
+    struct node *volatile mine = list_build(0x5e1f, 3000);
+    GC_suspend_thread((void *)pthread_self());
+    xs_bad = list_check(mine, 0x5e1f, 3000);
+    atomic_store(&xs_self_done, 1);
+}
+
+static void *xs_self(void *arg)
+{
+    (void)arg;
+    xs_self_body();
+    return NULL;
+}
+
+Test(threads, thread_suspends_itself, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    pthread_t t;
+    start_thread(&t, xs_self, NULL);
+    void *id = (void *)t;
+    for (int i = 0; i < 10000 && !GC_is_thread_suspended(id); i++)
+        sleep_ms(1);
+    cr_assert(GC_is_thread_suspended(id), "the thread never suspended itself");
+    for (int i = 0; i < 6; i++) {
+        garbage(2 * MiB, (uint64_t)i + 50);
+        clear_stack();
+        GC_gcollect();
+    }
+    sleep_ms(20);
+    cr_assert_eq(atomic_load(&xs_self_done), 0, "a self-suspended thread went on by itself");
+    GC_resume_thread(id);
+    join_thread(t);
+    cr_assert_eq(atomic_load(&xs_self_done), 1);
+    cr_assert_eq(xs_bad, 0, "the self-suspended thread's list was lost (node %zu)", xs_bad);
+}
