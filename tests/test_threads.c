@@ -322,6 +322,16 @@ static NOINLINE void clear_stack(void)
     __asm__ volatile("" : : "r"(buf) : "memory");
 }
 
+/* `rounds` collections, each after 2 MiB of garbage (seeds from `seed`). */
+static NOINLINE void collect_rounds(int rounds, uint64_t seed)
+{
+    for (int i = 0; i < rounds && !failed(); i++) {
+        garbage(2 * MiB, seed + (uint64_t)i);
+        clear_stack();
+        GC_gcollect();
+    }
+}
+
 static size_t heap_size(void)
 {
     return GC_get_heap_size();
@@ -2250,11 +2260,7 @@ static void os_collect_meanwhile(pthread_t t, const char *test)
     GC_word gc0 = GC_get_gc_no();
     if (!wait_at_least(&os_phase, 1, 20))
         FAIL("the thread never reached its other stack");
-    for (int i = 0; i < 10 && !failed(); i++) {
-        garbage(2 * MiB, (uint64_t)i);
-        clear_stack();
-        GC_gcollect();
-    }
+    collect_rounds(10, 0);
     atomic_store(&os_phase, 2);
     join_thread(t);
     assert_no_failures();
@@ -2339,11 +2345,7 @@ static struct co_area *co;
 static void co_body(void)
 {
     struct node *volatile early = list_build(0xc0c0, OS_NODES);
-    for (int i = 0; i < 4; i++) {
-        garbage(2 * MiB, (uint64_t)i + 100);
-        clear_stack();
-        GC_gcollect();
-    }
+    collect_rounds(4, 100);
     CHECK(list_check(early, 0xc0c0, OS_NODES) == 0,
           "a list on the coroutine's stack was lost in its own collections");
     os_hold_and_wait(0xc1c1);
@@ -2474,11 +2476,7 @@ Test(threads, suspend_and_resume_another_thread, .timeout = 60)
     cr_assert(GC_is_thread_suspended(id));
     long before = atomic_load(&xs_count);
     GC_word gc0 = GC_get_gc_no();
-    for (int i = 0; i < 6; i++) {
-        garbage(2 * MiB, (uint64_t)i);
-        clear_stack();
-        GC_gcollect();
-    }
+    collect_rounds(6, 0);
     sleep_ms(20);
     long during = atomic_load(&xs_count);
     cr_assert(GC_is_thread_suspended(id), "a collection resumed a suspended thread");
@@ -2524,11 +2522,7 @@ Test(threads, thread_suspends_itself, .timeout = 60)
     for (int i = 0; i < 10000 && !GC_is_thread_suspended(id); i++)
         sleep_ms(1);
     cr_assert(GC_is_thread_suspended(id), "the thread never suspended itself");
-    for (int i = 0; i < 6; i++) {
-        garbage(2 * MiB, (uint64_t)i + 50);
-        clear_stack();
-        GC_gcollect();
-    }
+    collect_rounds(6, 50);
     sleep_ms(20);
     cr_assert_eq(atomic_load(&xs_self_done), 0, "a self-suspended thread went on by itself");
     GC_resume_thread(id);
