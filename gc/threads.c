@@ -51,6 +51,7 @@ struct thread_rec {
     uint8_t detached;
     uint8_t suspended;              /* stopped: its registers are saved */
     uint8_t ext_suspended;          /* by GC_suspend_thread, until resumed */
+    uint8_t parked;                 /* in the suspend handler for it      */
 };
 
 static struct thread_rec *threads;          /* registered, lock held      */
@@ -259,10 +260,11 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
     sigset_t wait;
     sigfillset(&wait);
     sigdelset(&wait, sig_restart);
-    if (external)
+    if (external) {
         while (__atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE))
             sigsuspend(&wait);
-    else
+        __atomic_store_n(&me->parked, 0, __ATOMIC_RELEASE);
+    } else
         while (AO_load_full(&world_epoch) == epoch)
             sigsuspend(&wait);
     errno = saved_errno;
@@ -423,11 +425,11 @@ static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
     return found;
 }
 
+static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom);
+
 /* A thread's stack, scanned from sp, its deepest live point, to its
  * base, when sp lies in the stack the base belongs to: the usual case,
  * with no system call. */
-static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom);
-
 static void scan_stack(struct thread_rec *t, uintptr_t sp)
 {
     uintptr_t bottom = t->stack_bottom;
@@ -836,6 +838,18 @@ static void *wait_until_resumed(void *arg)
     return NULL;
 }
 
+/* Inside a blocking section already, so that no collection can find the
+ * thread marked suspended but running: it is scanned from where the
+ * section began. */
+static void *suspend_self(void *arg)
+{
+    struct thread_rec *me = arg;
+    lock();
+    __atomic_store_n(&me->ext_suspended, 1, __ATOMIC_RELEASE);
+    unlock();
+    return wait_until_resumed(me);
+}
+
 LFGC_EXPORT void GC_suspend_thread(void *thread)
 {
     ensure_init();
@@ -846,19 +860,19 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
         unlock();
         return;
     }
-    __atomic_store_n(&t->ext_suspended, 1, __ATOMIC_RELEASE);
     if (t == tl_self) {
-        /* Waits as in a blocking section: collections scan its stack
-         * from here without signalling it. */
         unlock();
-        GC_do_blocking(wait_until_resumed, t);
+        GC_do_blocking(suspend_self, t);
         return;
     }
+    __atomic_store_n(&t->ext_suspended, 1, __ATOMIC_RELEASE);
     /* Not in the middle of a sweep, which a collection would wait for. */
     sweepers_hold();
     AO_store(&acks, 0);
+    __atomic_store_n(&t->parked, 1, __ATOMIC_RELAXED);
     if (pthread_kill(t->id, sig_suspend) != 0) {
         t->ext_suspended = 0;
+        t->parked = 0;
     } else {
         wait_for_acks(1);
     }
@@ -874,6 +888,11 @@ LFGC_EXPORT void GC_resume_thread(void *thread)
     if (t && t->ext_suspended) {
         __atomic_store_n(&t->ext_suspended, 0, __ATOMIC_RELEASE);
         pthread_kill(t->id, sig_restart);
+        /* Out of the handler before anyone may suspend it again: a new
+         * suspend signal would wait behind a handler that saw the flag
+         * set again and never returns. */
+        while (__atomic_load_n(&t->parked, __ATOMIC_ACQUIRE))
+            sched_yield();
     }
     unlock();
 }

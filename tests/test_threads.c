@@ -2483,10 +2483,18 @@ Test(threads, suspend_and_resume_another_thread, .timeout = 60)
     GC_resume_thread(id);
     cr_assert_not(GC_is_thread_suspended(id));
     bool resumed = wait_at_least(&xs_count, during + 1000, 10);
+    /* Suspending again at once after a resume must not hang. */
+    for (int i = 0; i < 300; i++) {
+        GC_suspend_thread(id);
+        GC_resume_thread(id);
+    }
+    long after_cycles = atomic_load(&xs_count);
+    bool runs_after_cycles = wait_at_least(&xs_count, after_cycles + 1000, 10);
     atomic_store(&xs_stop, 1);
     join_thread(t);
     cr_assert_eq(during, before, "the suspended thread ran %ld steps", during - before);
     cr_assert(resumed, "the thread did not run again after GC_resume_thread");
+    cr_assert(runs_after_cycles, "the thread stayed stopped after suspend/resume cycles");
     cr_assert_geq(GC_get_gc_no() - gc0, 6);
     cr_assert_eq(xs_bad, 0, "the suspended thread's list was lost (node %zu)", xs_bad);
     /* Unknown threads are ignored. */
