@@ -295,7 +295,19 @@ static TU_NOINLINE void make_aging(GC_hidden_pointer *h)
     aging_root = head;
 }
 
-Test(gen, garbage_that_survived_one_minor_goes_at_the_next)
+static size_t count_live(const GC_hidden_pointer *h)
+{
+    size_t alive = 0;
+    for (size_t i = 0; i < AGING_N; i++)
+        alive += (size_t)tu_live(h[i]);
+    return alive;
+}
+
+/* Young objects that a first collection (minor or full) finds live, and
+ * that die right after, go at the next minor collection.  Those that
+ * shared a span with older objects were promoted at once; the rest (most:
+ * 256 KiB of them) must be gone. */
+static void aging_garbage_goes_at_next_minor(bool full_first, const char *first)
 {
     NEED_MINOR();
     static GC_hidden_pointer h[AGING_N];
@@ -303,21 +315,22 @@ Test(gen, garbage_that_survived_one_minor_goes_at_the_next)
     GC_word gc_no = GC_get_gc_no();
     make_aging(h);
     cr_assert_eq(GC_get_gc_no(), gc_no);
-    cr_assert(collect_minor());             /* all survive: held by the root */
-    size_t alive = 0;
-    for (size_t i = 0; i < AGING_N; i++)
-        alive += (size_t)tu_live(h[i]);
-    cr_assert_eq(alive, AGING_N);
+    if (full_first)
+        tu_collect();                       /* full: all survive */
+    else
+        cr_assert(collect_minor());         /* all survive: held by the root */
+    cr_assert_eq(count_live(h), AGING_N);
     aging_root = NULL;
     cr_assert(collect_minor());
-    alive = 0;
-    for (size_t i = 0; i < AGING_N; i++)
-        alive += (size_t)tu_live(h[i]);
-    /* Those that shared a span with older objects were promoted at once;
-     * the rest (most: 256 KiB of them) must be gone. */
+    size_t alive = count_live(h);
     cr_assert_leq(alive, AGING_N / 4,
-                  "%zu of %d objects dead since the last minor collection survived "
-                  "the next one", alive, AGING_N);
+                  "%zu of %d objects dead since %s survived the next minor one",
+                  alive, AGING_N, first);
+}
+
+Test(gen, garbage_that_survived_one_minor_goes_at_the_next)
+{
+    aging_garbage_goes_at_next_minor(false, "the last minor collection");
 }
 
 /* A full collection that finds young objects live (a structure under
@@ -325,25 +338,7 @@ Test(gen, garbage_that_survived_one_minor_goes_at_the_next)
  * next minor collection. */
 Test(gen, garbage_live_at_a_full_collection_goes_at_the_next_minor)
 {
-    NEED_MINOR();
-    static GC_hidden_pointer h[AGING_N];
-    GC_expand_hp(16 << 20);                 /* no collection while building */
-    GC_word gc_no = GC_get_gc_no();
-    make_aging(h);
-    cr_assert_eq(GC_get_gc_no(), gc_no);
-    tu_collect();                           /* full: all survive */
-    size_t alive = 0;
-    for (size_t i = 0; i < AGING_N; i++)
-        alive += (size_t)tu_live(h[i]);
-    cr_assert_eq(alive, AGING_N);
-    aging_root = NULL;
-    cr_assert(collect_minor());
-    alive = 0;
-    for (size_t i = 0; i < AGING_N; i++)
-        alive += (size_t)tu_live(h[i]);
-    cr_assert_leq(alive, AGING_N / 4,
-                  "%zu of %d objects dead since a full collection survived the "
-                  "next minor one", alive, AGING_N);
+    aging_garbage_goes_at_next_minor(true, "a full collection");
 }
 
 /* Objects left aging by a full collection and held only by old ones,
