@@ -357,10 +357,9 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
         void **list = take_batch(c, kind, &n);
         if (!list)
             return NULL;
-        p = list;
-        ck->free = link_decode(list[0]);
+        ck->free = list;
+        p = free_list_pop(&ck->free);
         class_kind_free_count[c][kind] = (uint32_t)(n - 1);
-        list[0] = list[1] = NULL;
         count_allocated(r->size);
     }
     if (p && kinds[kind].uncollectable)
@@ -486,10 +485,7 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
         s->dirty = 0;
         unlock();
     }
-    void **p = tc->free[kind][c];
-    tc->free[kind][c] = link_decode(p[0]);
-    p[0] = p[1] = NULL;
-    return p;
+    return free_list_pop(&tc->free[kind][c]);
 }
 
 static unsigned class_for(size_t bytes)
@@ -512,13 +508,9 @@ static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
             if (!tc)
                 return oom(bytes);
         }
-        void **p = tc->free[kind][c];
-        if (p) {
-            tc->free[kind][c] = link_decode(p[0]);
-            p[0] = p[1] = NULL;
-            return p;
-        }
-        p = cache_refill_pop(tc, c, kind);
+        if (tc->free[kind][c])
+            return free_list_pop(&tc->free[kind][c]);
+        void *p = cache_refill_pop(tc, c, kind);
         return p ? p : oom(bytes);
     }
     lock();
@@ -564,12 +556,8 @@ static inline __attribute__((always_inline)) void *cache_pop(size_t bytes, unsig
     if (likely(bytes <= SMALL_REQUEST_MAX)) {
         unsigned c = request_class[bytes];
         struct thread_cache *tc = tl_cache;
-        void **p = tc->free[kind][c];
-        if (likely(p)) {
-            tc->free[kind][c] = link_decode(p[0]);
-            p[0] = p[1] = NULL;
-            return p;
-        }
+        if (likely(tc->free[kind][c]))
+            return free_list_pop(&tc->free[kind][c]);
     }
     return alloc_slow(bytes, kind);
 }
@@ -597,12 +585,8 @@ LFGC_EXPORT void *GC_malloc_many(size_t bytes)
     unsigned c = request_class[bytes];
     struct thread_cache *tc = tl_cache;
     size_t room = 4096 / regions[c].size;
-    for (size_t n = 1; n < room; n++) {
-        void **p = tc->free[KIND_NORMAL][c];
-        if (!p)
-            break;
-        tc->free[KIND_NORMAL][c] = link_decode(p[0]);
-        p[1] = NULL;
+    for (size_t n = 1; n < room && tc->free[KIND_NORMAL][c]; n++) {
+        void **p = free_list_pop(&tc->free[KIND_NORMAL][c]);
         p[0] = list;
         list = p;
     }

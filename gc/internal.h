@@ -69,6 +69,15 @@ static inline bool slot_is_free(const void *slot)
     const uint64_t *w = slot;
     return (w[0] & LINK_TAG) && w[1] == free_canary;
 }
+/* Take the first slot of a non-empty free list, its link and canary
+ * cleared: the one pop every allocation path shares. */
+static inline void **free_list_pop(void **head)
+{
+    void **p = *head;
+    *head = link_decode(p[0]);
+    p[0] = p[1] = NULL;
+    return p;
+}
 static inline void slot_make_free(void *slot, void *next)
 {
     void **w = slot;

@@ -34,6 +34,12 @@ pthread_mutex_t gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 
 enum thread_state { T_RUNNING, T_BLOCKING, T_FINISHED };
 
+/* What GC_register_altstack says: a signal stack and the normal stack. */
+struct alt_stacks {
+    uintptr_t alt_lo, alt_hi;
+    uintptr_t norm_lo, norm_hi;
+};
+
 struct thread_rec {
     struct thread_cache cache;      /* first: tl_cache points here too   */
     struct thread_rec *next;        /* registry, or the spare list        */
@@ -41,8 +47,7 @@ struct thread_rec {
     uintptr_t stack_bottom;         /* highest address of the stack       */
     uintptr_t stack_lo;             /* lowest address it may reach; 0: not
                                        known (found at the next collection) */
-    uintptr_t alt_lo, alt_hi;       /* GC_register_altstack: signal stack */
-    uintptr_t norm_lo, norm_hi;     /*   and the normal stack             */
+    struct alt_stacks alt;          /* GC_register_altstack; zeros if none */
     volatile uintptr_t stack_sp;    /* lowest address to scan when stopped */
     uintptr_t blocking_sp;          /* saved by GC_do_blocking            */
     greg_t regs[NGREG];             /* registers when stopped             */
@@ -135,7 +140,7 @@ static uintptr_t stack_bottom_of_self(void)
 }
 
 /* Set by GC_register_altstack before the thread is registered. */
-static __thread uintptr_t pending_alt[4];
+static __thread struct alt_stacks pending_alt;
 
 /* Register the calling thread; lock not held. */
 static struct thread_rec *register_self(uintptr_t bottom)
@@ -158,10 +163,7 @@ static struct thread_rec *register_self(uintptr_t bottom)
         if (bottom > lo && bottom <= hi)
             rec->stack_lo = lo;
     }
-    rec->alt_lo = pending_alt[0];
-    rec->alt_hi = pending_alt[1];
-    rec->norm_lo = pending_alt[2];
-    rec->norm_hi = pending_alt[3];
+    rec->alt = pending_alt;
     rec->state = T_RUNNING;
     rec->next = threads;
     threads = rec;
@@ -447,10 +449,12 @@ static void scan_stack(struct thread_rec *t, uintptr_t sp)
 static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
 {
     uintptr_t lo, hi;
-    if (t && sp >= t->alt_lo && sp < t->alt_hi && t->norm_hi > t->norm_lo) {
-        mark_stack_range(sp, t->alt_hi);
-        mark_stack_range(t->norm_lo, bottom > t->norm_lo && bottom <= t->norm_hi ? bottom
-                                                                                 : t->norm_hi);
+    const struct alt_stacks *a = t ? &t->alt : NULL;
+    bool on_alt = a && sp >= a->alt_lo && sp < a->alt_hi;
+    if (on_alt && a->norm_hi > a->norm_lo) {
+        mark_stack_range(sp, a->alt_hi);
+        mark_stack_range(a->norm_lo, bottom > a->norm_lo && bottom <= a->norm_hi ? bottom
+                                                                                 : a->norm_hi);
         return;
     }
     if (!bottom || !mapping_of(bottom - 1, &lo, &hi)) {
@@ -467,8 +471,8 @@ static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
         return;
     }
     uintptr_t own_lo = lo;
-    if (t && sp >= t->alt_lo && sp < t->alt_hi)
-        mark_stack_range(sp, t->alt_hi);
+    if (on_alt)
+        mark_stack_range(sp, a->alt_hi);
     else if (mapping_of(sp, &lo, &hi))
         mark_stack_range(sp, hi);
     mark_stack_range(own_lo, bottom);
@@ -785,18 +789,15 @@ LFGC_EXPORT char *GC_stackbottom;
 LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,
                                       void *altstack_base, GC_word altstack_size)
 {
-    uintptr_t v[4] = {(uintptr_t)altstack_base, (uintptr_t)altstack_base + altstack_size,
-                      (uintptr_t)stack_start, (uintptr_t)stack_start + stack_size};
+    struct alt_stacks a = {(uintptr_t)altstack_base, (uintptr_t)altstack_base + altstack_size,
+                           (uintptr_t)stack_start, (uintptr_t)stack_start + stack_size};
     struct thread_rec *me = tl_self;
     if (!me) {
-        memcpy(pending_alt, v, sizeof v);
+        pending_alt = a;
         return;
     }
     lock();
-    me->alt_lo = v[0];
-    me->alt_hi = v[1];
-    me->norm_lo = v[2];
-    me->norm_hi = v[3];
+    me->alt = a;
     unlock();
 }
 
