@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -53,7 +54,24 @@ static bool wanted;                 /* generational collections allowed   */
 static int uffd = -1;
 static bool tracking;               /* regions registered, protections valid */
 static bool scanned_once;           /* a collection has set protections     */
-static bool register_regions(void)
+static pid_t owner_pid;             /* the process the descriptors are for  */
+/* Forget the userfaultfd, closing it only if the number still names one
+ * (the program may have closed ours, and the number may be reused):
+ * closing it unregisters the regions. */
+static void uffd_drop(void)
+{
+    char path[32], link[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", uffd);
+    ssize_t n = uffd >= 0 ? readlink(path, link, sizeof link - 1) : -1;
+    if (n > 0) {
+        link[n] = 0;
+        if (strcmp(link, "anon_inode:[userfaultfd]") == 0)
+            close(uffd);
+    }
+    uffd = -1;
+}
+
+static bool register_with_uffd(void)
 {
     if (uffd < 0) {
         int fd = (int)syscall(SYS_userfaultfd,
@@ -66,6 +84,7 @@ static bool register_regions(void)
             return false;
         }
         uffd = fd;
+        owner_pid = getpid();
     }
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &regions[c];
@@ -81,6 +100,18 @@ static bool register_regions(void)
     return true;
 }
 
+/* Register the regions for write tracking; when the descriptor we had no
+ * longer works (closed by the program, say), with a new one. */
+static bool register_regions(void)
+{
+    if (register_with_uffd())
+        return true;
+    if (uffd < 0)
+        return false;
+    uffd_drop();
+    return register_with_uffd();
+}
+
 /* Turn generational collection on or off.  On only if the kernel can
  * track writes: the regions are registered at once (the first collection
  * then finds every page written, and is full). */
@@ -88,10 +119,7 @@ void dirty_init(bool enable)
 {
     wanted = enable && layout_ok && (tracking || register_regions());
     if (!wanted) {
-        /* Closing the descriptor unregisters the regions. */
-        if (uffd >= 0)
-            close(uffd);
-        uffd = -1;
+        uffd_drop();
         tracking = false;
     } else {
         tracking = true;
@@ -143,6 +171,47 @@ static void span_pages(const struct region *r, uint64_t j, uint64_t *lo, uint64_
     *hi = (end + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
 }
 
+/* /proc/self/pagemap, opened once: opening it costs more than the scan
+ * of a small heap.  Its identity is kept, so that a descriptor the program
+ * closed (and whose number may now be another file's) is never used or
+ * closed as ours. */
+static int pagemap = -1;
+static dev_t pagemap_dev;
+static ino_t pagemap_ino;
+
+static bool pagemap_is_ours(void)
+{
+    struct stat st;
+    return pagemap >= 0 && fstat(pagemap, &st) == 0 && st.st_dev == pagemap_dev &&
+           st.st_ino == pagemap_ino;
+}
+
+/* Forget the descriptor, closing it only if it is still ours. */
+static void pagemap_drop(void)
+{
+    if (pagemap_is_ours())
+        close(pagemap);
+    pagemap = -1;
+}
+
+static int pagemap_fd(void)
+{
+    if (pagemap >= 0)
+        return pagemap;
+    int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return -1;
+    }
+    pagemap = fd;
+    pagemap_dev = st.st_dev;
+    pagemap_ino = st.st_ino;
+    return fd;
+}
+
 /* Ask the kernel which pages of [lo, hi) were written and clear their
  * protection bits. */
 static bool clear_written(int pm, struct region *r, uint64_t lo, uint64_t hi)
@@ -176,7 +245,7 @@ static bool clear_written(int pm, struct region *r, uint64_t lo, uint64_t hi)
  * written unless the kernel said otherwise. */
 static bool check_protections(void)
 {
-    int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    int pm = pagemap_fd();
     if (pm < 0)
         return false;
     bool ok = true;
@@ -205,7 +274,8 @@ static bool check_protections(void)
             ok = clear_written(pm, r, r->start + (run << CHUNK_SHIFT),
                                r->start + (run_end << CHUNK_SHIFT));
     }
-    close(pm);
+    if (!ok)
+        pagemap_drop();
     return ok;
 }
 
@@ -216,6 +286,10 @@ bool dirty_begin(void)
 {
     if (!wanted)
         return false;
+    /* A child forked without the fork handlers would otherwise read and
+     * protect its parent's pages through the inherited descriptors. */
+    if (unlikely(uffd >= 0 && getpid() != owner_pid))
+        dirty_after_fork();
     bool was_tracking = tracking && scanned_once;
     if (!tracking) {
         tracking = register_regions();
@@ -267,11 +341,14 @@ static void each_old_object(struct region *r, uint64_t lo, uint64_t hi,
     }
 }
 
+static uint64_t old_bytes_queued;       /* by this dirty_mark_old */
+
 static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
 {
     uint64_t a = base > lo ? base : lo;
     uint64_t b = base + len < hi ? base + len : hi;
-    mark_range((void *)a, (void *)b);
+    old_bytes_queued += b - a;
+    mark_push((void *)a, (void *)b);
 }
 
 /* Call fn(r, lo, hi) for every maximal run [lo, hi) of pages of spans
@@ -321,10 +398,13 @@ static bool scan_old_objects(struct region *r, uint64_t lo, uint64_t hi)
 }
 
 /* Minor collection, after mark_begin: old objects on pages that may have
- * been written may now point to young ones; scan their parts there. */
-void dirty_mark_old(void)
+ * been written may now point to young ones; scan their parts there.
+ * Returns how many bytes of them are to be scanned. */
+uint64_t dirty_mark_old(void)
 {
+    old_bytes_queued = 0;
     each_unprotected_run(scan_old_objects);
+    return old_bytes_queued;
 }
 
 /* Whether bits [from, to) of a bitmap are all set. */
@@ -434,9 +514,8 @@ void dirty_protect(void)
  * descriptor belongs to the parent's registration). */
 void dirty_after_fork(void)
 {
-    if (uffd >= 0)
-        close(uffd);
-    uffd = -1;
+    uffd_drop();
+    pagemap_drop();
     tracking = false;
     scanned_once = false;
 }

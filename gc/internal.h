@@ -226,6 +226,7 @@ unsigned mark_markers(void);
 void mark_set_markers(unsigned n);
 void mark_clear_all(void);
 void mark_range(const void *lo, const void *hi);   /* scan a root range    */
+void mark_push(const void *lo, const void *hi);    /* queue a range: scanned by a later drain */
 /* Clear the mark of the object at p (a slot base), lock held: objects
  * freed explicitly must not look old to a minor collection. */
 static inline void mark_clear(struct region *r, const void *p)
@@ -245,7 +246,7 @@ void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
 void dirty_init(bool enable);
 bool dirty_enabled(void);
 bool dirty_begin(void);           /* false: this collection must be full  */
-void dirty_mark_old(void);
+uint64_t dirty_mark_old(void);       /* bytes of old objects queued */
 void dirty_protect(void);
 void dirty_after_fork(void);
 

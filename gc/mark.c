@@ -478,6 +478,29 @@ void mark_range(const void *lo, const void *hi)
     }
 }
 
+/* Queue [lo, hi) to be scanned, as an object on the mark stack: many
+ * small ranges (parts of old objects on written pages) cost a push each
+ * rather than a drain each.  The stack is drained once it is deep. */
+#define PUSH_DRAIN_DEPTH 4096
+
+void mark_push(const void *lo, const void *hi)
+{
+    struct marker *m = &markers[0];
+    uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
+    uintptr_t b = (uintptr_t)hi;
+    if (a >= b)
+        return;
+    if (unlikely(m->top == m->end)) {
+        m->top = push_slow(m, m->top, a, b);
+    } else {
+        m->top->lo = a;
+        m->top->hi = b;
+        m->top++;
+    }
+    if (m->top - m->stack >= PUSH_DRAIN_DEPTH)
+        drain(m);
+}
+
 /* Finish the mark: all markers drain the shared work to the end, then
  * overflows are recovered. */
 void mark_finish(void)

@@ -20,6 +20,7 @@
 #define GC_THREADS
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -649,12 +650,80 @@ Test(gen, child_after_fork_collects_minor_again)
  * from a constructor, before Criterion starts. */
 __attribute__((constructor)) static void child_report(void)
 {
-    if (!getenv("LFGC_GEN_CHILD"))
+    if (!getenv("LFGC_GEN_CHILD") || getenv("LFGC_GEN_DESCRIPTORS"))
         return;
     GC_INIT();
     GC_gcollect();
     int minor = lfgc_collect_minor();
     printf("incremental=%d minor=%d\n", GC_is_incremental_mode(), minor);
+    fflush(stdout);
+    _exit(0);
+}
+
+/* A program that closes every descriptor but stdio (as daemons do), then
+ * opens files that get the numbers lfgc's descriptors had: write tracking
+ * is set up again, and the program's files are left alone. */
+static void descriptors_closed_child(void)
+{
+    make_old_nodes();
+    tu_collect();
+    attach_young(1);
+    int before = collect_minor();
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
+    int files[4], kept = 0;
+    for (int i = 0; i < 4; i++)
+        files[i] = open("/dev/null", O_RDONLY);
+    int after = 0;
+    for (uint64_t round = 2; round < 6; round++) {
+        attach_young(round);
+        after = collect_minor();
+    }
+    for (int i = 0; i < 4; i++)
+        kept += files[i] >= 0 && fcntl(files[i], F_GETFD) != -1;
+    printf("minor_before=%d minor_after=%d files_kept=%d intact=%d\n", before, after,
+           kept, count_intact(5) == OLD_N);
+}
+
+/* fork() with lfgc's fork handlers turned off (GC_set_handle_fork(-1))
+ * and not called by the program either: the child must not work on its
+ * parent's write tracking through the descriptors it inherits. */
+static void fork_without_handlers_child(void)
+{
+    make_old_nodes();
+    tu_collect();
+    attach_young(1);
+    int before = collect_minor();
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int minor = 0;
+        for (uint64_t round = 2; round < 5; round++) {
+            attach_young(round);
+            minor = collect_minor();
+        }
+        _exit(minor == 1 && count_intact(4) == OLD_N ? 0 : 1);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    attach_young(9);
+    int after = collect_minor();
+    printf("minor_before=%d child_ok=%d parent_minor=%d intact=%d\n", before,
+           WIFEXITED(status) && WEXITSTATUS(status) == 0, after, count_intact(9) == OLD_N);
+}
+
+__attribute__((constructor)) static void descriptor_child_report(void)
+{
+    const char *which = getenv("LFGC_GEN_DESCRIPTORS");
+    if (!which)
+        return;
+    if (strcmp(which, "nohandlers") == 0)
+        GC_set_handle_fork(-1);
+    GC_INIT();
+    if (strcmp(which, "nohandlers") == 0)
+        fork_without_handlers_child();
+    else
+        descriptors_closed_child();
     fflush(stdout);
     _exit(0);
 }
@@ -685,4 +754,20 @@ Test(gen, environment_turns_generational_collection_off)
     cr_assert_str_eq(out, "incremental=0 minor=0\n");
     run_child("GC_DISABLE_INCREMENTAL=1", out, sizeof out);
     cr_assert_str_eq(out, "incremental=0 minor=0\n");
+}
+
+Test(gen, tracking_comes_back_after_the_program_closes_descriptors)
+{
+    NEED_MINOR();
+    char out[256];
+    run_child("LFGC_GEN_DESCRIPTORS=close", out, sizeof out);
+    cr_assert_str_eq(out, "minor_before=1 minor_after=1 files_kept=4 intact=1\n");
+}
+
+Test(gen, child_forked_without_handlers_tracks_its_own_writes)
+{
+    NEED_MINOR();
+    char out[256];
+    run_child("LFGC_GEN_DESCRIPTORS=nohandlers GC_MARKERS=1", out, sizeof out);
+    cr_assert_str_eq(out, "minor_before=1 child_ok=1 parent_minor=1 intact=1\n");
 }
