@@ -63,6 +63,17 @@ static uint64_t minor_traced_avg;
 /* A minor collection is skipped when the bytes it would leave marked
  * exceed those of the last full one by more than 1/PROMOTE_DIV. */
 #define PROMOTE_DIV 4
+/* A minor collection saves the tracing of the old objects but for those
+ * on written pages, and costs the asking about writes and protecting,
+ * about as much as tracing MINOR_FIXED_BYTES.  When it saves less than
+ * half of what a full one traces (allocation all over a small heap, old
+ * data written all over), it is not worth it: the next collections are
+ * full, as many as the streak, which doubles up to MAX_FULL_STREAK while
+ * minor ones stay that way. */
+#define MINOR_FIXED_BYTES ((uint64_t)32 << 10)
+#define MAX_FULL_STREAK 64
+static unsigned full_streak;            /* after the last unprofitable minor */
+static unsigned fulls_left;             /* of that streak                     */
 
 uint64_t now_ns(void)
 {
@@ -227,7 +238,7 @@ static bool want_minor(enum collect_reason why)
     if (why == COLLECT_MINOR)
         return true;
     if ((why != COLLECT_ALLOCATION && why != COLLECT_BEFORE_GROWTH) ||
-        minors_since_full >= MAX_MINORS)
+        minors_since_full >= MAX_MINORS || fulls_left)
         return false;
     /* Promoted garbage takes room: bounded by a fraction of the live data. */
     uint64_t full = full_ptrful + full_ptrfree;
@@ -261,8 +272,12 @@ void collect(enum collect_reason why)
     caches_discard();
 
     event(GC_EVENT_MARK_START);
-    /* Always asked, so that tracking starts (or recovers) at once. */
-    bool minor = dirty_begin() && want_minor(why);
+    /* Always asked, so that tracking starts (or recovers) at once, but
+     * within a streak of full collections: the writes are learnt, and
+     * pages protected, by the last one of the streak, in time for the
+     * minor one after it. */
+    bool tracked = fulls_left <= 1 || why == COLLECT_MINOR;
+    bool minor = tracked && dirty_begin() && want_minor(why);
     /* What a minor collection starts with marked: the old objects. */
     uint64_t carried_ptrful = minor ? hs.live_ptrful - hs.live_aging_ptrful : 0;
     uint64_t carried_ptrfree =
@@ -274,8 +289,7 @@ void collect(enum collect_reason why)
         mark_clear_all();
     caches_mark();
     mark_begin(minor ? traced_last_minor : hs.live_ptrful);
-    if (minor)
-        dirty_mark_old();
+    uint64_t old_rescanned = minor ? dirty_mark_old() : 0;
     uncollectables_push();
     roots_mark();
     stacks_mark();
@@ -285,7 +299,8 @@ void collect(enum collect_reason why)
     event(GC_EVENT_RECLAIM_START);
     sweep_after_mark(dirty_enabled());
     event(GC_EVENT_RECLAIM_END);
-    dirty_protect();
+    if (tracked)
+        dirty_protect();
 
     GC_gc_no++;
     hs.last_minor = minor;
@@ -303,7 +318,17 @@ void collect(enum collect_reason why)
         promoted_last_minor = old_after > old_before ? old_after - old_before : 0;
         hs.est_ptrful = full_ptrful + new_ptrful;
         hs.est_ptrfree = full_ptrfree + new_ptrfree;
+        if (2 * (old_rescanned + MINOR_FIXED_BYTES) >= full_ptrful) {
+            full_streak = full_streak ? full_streak * 2 : 1;
+            if (full_streak > MAX_FULL_STREAK)
+                full_streak = MAX_FULL_STREAK;
+            fulls_left = full_streak;
+        } else {
+            full_streak = 0;
+        }
     } else {
+        if (fulls_left)
+            fulls_left--;
         minors_since_full = 0;
         traced_last_minor = 0;      /* unknown: try a minor one next */
         promoted_last_minor = 0;

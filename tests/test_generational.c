@@ -419,9 +419,44 @@ static TU_NOINLINE void churn_and_keep(size_t rounds)
     }
 }
 
+/* Old data that allocation does not touch: what minor collections save
+ * tracing. */
+#define OLD_LIST_NODES 65536
+struct list_node {
+    struct list_node *next;
+    uint64_t value[7];
+};
+static struct list_node *volatile old_list;
+
+static TU_NOINLINE void make_old_list(void)
+{
+    struct list_node *head = NULL;
+    for (uint64_t i = 0; i < OLD_LIST_NODES; i++) {
+        struct list_node *n = GC_malloc(sizeof *n);
+        cr_assert_not_null(n);
+        n->next = head;
+        for (int k = 0; k < 7; k++)
+            n->value[k] = i * 7 + (uint64_t)k;
+        head = n;
+    }
+    old_list = head;
+}
+
+static TU_NOINLINE uint64_t old_list_damage(void)
+{
+    uint64_t bad = 0, i = OLD_LIST_NODES;
+    for (struct list_node *n = old_list; n; n = n->next) {
+        i--;
+        for (int k = 0; k < 7; k++)
+            bad += n->value[k] != i * 7 + (uint64_t)k;
+    }
+    return bad + i;
+}
+
 Test(gen, allocation_runs_minor_collections_with_bounded_heap)
 {
     NEED_MINOR();
+    make_old_list();
     struct lfgc_stats before, after;
     lfgc_get_stats(&before);
     churn_and_keep(2000000);
@@ -437,6 +472,38 @@ Test(gen, allocation_runs_minor_collections_with_bounded_heap)
     cr_assert_leq(heap2, heap1 + heap1 / 2 + (4u << 20),
                   "heap grew from %zu to %zu with a constant live set", heap1, heap2);
     /* The kept objects are the last ones stored in each slot. */
+    for (size_t i = 0; i < KEEP; i++) {
+        size_t r = keep_seed[i];
+        size_t n = 16 + (r * 7) % 200;
+        if (keep[i] && r)
+            cr_assert_eq(tu_check_bytes((void *)keep[i], n, r), n, "kept object %zu damaged", i);
+    }
+    cr_assert_eq(old_list_damage(), 0, "the old list was damaged");
+    old_list = NULL;
+}
+
+/* With no old data worth sparing (a small live set that allocation
+ * lands all around), a minor collection would trace as much as a full one
+ * and pay for write tracking too: collections are then mostly full, minor
+ * ones are still tried now and then, and the live set stays intact. */
+Test(gen, minor_collections_that_save_nothing_give_way_to_full_ones)
+{
+    NEED_MINOR();
+    struct lfgc_stats before, after;
+    lfgc_get_stats(&before);
+    churn_and_keep(2000000);
+    size_t heap1 = GC_get_heap_size();
+    churn_and_keep(4000000);
+    size_t heap2 = GC_get_heap_size();
+    lfgc_get_stats(&after);
+    uint64_t gcs = after.collections - before.collections;
+    uint64_t minors = after.minor_collections - before.minor_collections;
+    cr_assert_gt(gcs, 20);
+    cr_assert_lt(minors, gcs / 4, "%lu of %lu collections were minor",
+                 (unsigned long)minors, (unsigned long)gcs);
+    cr_assert_gt(minors, 1, "minor collections were never tried again");
+    cr_assert_leq(heap2, heap1 + heap1 / 2 + (4u << 20),
+                  "heap grew from %zu to %zu with a constant live set", heap1, heap2);
     for (size_t i = 0; i < KEEP; i++) {
         size_t r = keep_seed[i];
         size_t n = 16 + (r * 7) % 200;
