@@ -139,6 +139,8 @@ static uintptr_t stack_bottom_of_self(void)
     return hi;
 }
 
+static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
+
 /* Set by GC_register_altstack before the thread is registered. */
 static __thread struct alt_stacks pending_alt;
 
@@ -155,13 +157,16 @@ static struct thread_rec *register_self(uintptr_t bottom)
     rec->stack_bottom = bottom;
     /* The stack's low end, when the base lies in the stack the system
      * gave the thread (not so for a coroutine's stack base).  The main
-     * thread's is found by its first collection: glibc would read the
-     * memory map with malloc to say. */
+     * thread's comes from the memory map, read here rather than in the
+     * first collection's pause (glibc would read it with malloc); its
+     * stack grows, and a collection that finds it deeper reads it again. */
+    uintptr_t lo, hi;
     if (getpid() != gettid()) {
-        uintptr_t lo, hi;
         stack_of_self(&lo, &hi);
         if (bottom > lo && bottom <= hi)
             rec->stack_lo = lo;
+    } else if (bottom && mapping_of(bottom - 1, &lo, &hi)) {
+        rec->stack_lo = lo;
     }
     rec->alt = pending_alt;
     rec->state = T_RUNNING;
