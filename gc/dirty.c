@@ -55,6 +55,7 @@ static int uffd = -1;
 static bool tracking;               /* regions registered, protections valid */
 static bool scanned_once;           /* a collection has set protections     */
 static pid_t owner_pid;             /* the process the descriptors are for  */
+
 /* Forget the userfaultfd, closing it only if the number still names one
  * (the program may have closed ours, and the number may be reused):
  * closing it unregisters the regions. */
