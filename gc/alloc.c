@@ -412,6 +412,10 @@ static void count_refill(struct thread_cache *tc, uint64_t bytes)
 {
     tc->allocd += bytes;
     if (tc->allocd >= ALLOCD_FLUSH) {
+        if (tc->counted_in != GC_gc_no + 1) {
+            tc->counted_in = GC_gc_no + 1;
+            AO_fetch_and_add1(&hs.allocating_threads);
+        }
         count_allocated((int64_t)tc->allocd);
         tc->allocd = 0;
     }
@@ -642,6 +646,11 @@ void cache_return(struct thread_cache *tc)
 {
     count_allocated((int64_t)tc->allocd);
     tc->allocd = 0;
+    /* A thread gone has nothing in progress: the next threshold is not
+     * widened for it (threads started one after another would count). */
+    if (tc->counted_in == GC_gc_no + 1)
+        AO_fetch_and_sub1(&hs.allocating_threads);
+    tc->counted_in = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
             void **head = tc->free[k][c];

@@ -34,6 +34,11 @@
  *   registering_without_allow_warns_once, registering_after_gc_pthread_create_is_silent
  *   find_leak_is_kept_and_refused_aloud, thread_events_report_suspension
  *   stack_bottom_get_and_set, fork_handled_by_the_program, alloc_lock_functions
+ *   stopped_on_a_signal_stack, stopped_on_a_registered_signal_stack,
+ *   stopped_on_a_coroutine_stack, stop_world_external,
+ *   parallel_and_stackbottom_variables, stackbottom_set_before_init,
+ *   suspend_and_resume_another_thread, thread_suspends_itself
+ *   allocation_between_collections_grows_with_allocating_threads
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -2537,4 +2542,97 @@ Test(threads, thread_suspends_itself, .timeout = 60)
     join_thread(t);
     cr_assert_eq(atomic_load(&xs_self_done), 1);
     cr_assert_eq(xs_bad, 0, "the self-suspended thread's list was lost (node %zu)", xs_bad);
+}
+
+/* ------------------------------------------------------------------ */
+/* The allocation between collections grows with the allocating threads */
+
+#define NT_STEPS 400
+#define NT_STEP_BYTES (256u << 10)
+#define NT_LIVE_NODES 50000
+
+static pthread_barrier_t nt_barrier;
+
+/* Garbage, NT_STEP_BYTES per step, in lockstep with the other workers, so
+ * that each of them allocates in every interval between collections
+ * whatever the scheduling. */
+static void *nt_worker(void *arg)
+{
+    size_t steps = (size_t)(uintptr_t)arg;
+    for (size_t s = 0; s < steps; s++) {
+        for (size_t b = 0; b < NT_STEP_BYTES; b += 64) {
+            char *p = GC_MALLOC(64);
+            CHECK(p != NULL, "out of memory");
+            if (!p)
+                break;
+            p[0] = 1;
+        }
+        pthread_barrier_wait(&nt_barrier);
+    }
+    return NULL;
+}
+
+/* Collections while `threads` workers allocate NT_STEPS steps in all. */
+static uint64_t nt_collections(unsigned threads)
+{
+    pthread_t t[2];
+    cr_assert_eq(pthread_barrier_init(&nt_barrier, NULL, threads), 0);
+    uint64_t before = GC_get_gc_no();
+    for (unsigned i = 0; i < threads; i++)
+        start_thread(&t[i], nt_worker, (void *)(uintptr_t)(NT_STEPS / threads));
+    for (unsigned i = 0; i < threads; i++)
+        join_thread(t[i]);
+    pthread_barrier_destroy(&nt_barrier);
+    return GC_get_gc_no() - before;
+}
+
+static struct node *volatile nt_live;
+
+/* Collections for the same allocation by `threads` workers, in a child
+ * of its own, so that both counts start from the same heap.  The child
+ * also checks that the heap stayed bounded and the live list intact. */
+static uint64_t nt_collections_fresh(unsigned threads)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(60);
+        close(fds[0]);
+        nt_collections(1);                  /* the heap settles */
+        uint64_t n = nt_collections(threads);
+        bool ok = !failed() && GC_get_heap_size() < ((size_t)64 << 20) &&
+                  list_check(nt_live, 0x7e57, NT_LIVE_NODES) == 0;
+        _exit(write(fds[1], &n, sizeof n) == sizeof n && ok ? 0 : 1);
+    }
+    close(fds[1]);
+    uint64_t n = 0;
+    ssize_t got = read(fds[0], &n, sizeof n);
+    close(fds[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == sizeof n,
+              "the child failed: heap unbounded, live data damaged or a worker "
+              "failed (status %d)", status);
+    return n;
+}
+
+/* Two threads allocating at once each have structures in progress that a
+ * collection finds: the allocation between collections doubles, so that
+ * they collect clearly less often than one thread doing the same
+ * allocation (without it, as often). */
+Test(threads, allocation_between_collections_grows_with_allocating_threads, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    nt_live = list_build(0x7e57, NT_LIVE_NODES);
+    cr_assert_not_null(nt_live);
+    uint64_t one = nt_collections_fresh(1);
+    uint64_t two = nt_collections_fresh(2);
+    cr_assert_gt(one, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)one);
+    cr_assert_gt(two, 0, "two threads never collected");
+    cr_assert_lt(4 * two, 3 * one, "two threads collected %lu times, one thread %lu times",
+                 (unsigned long)two, (unsigned long)one);
+    cr_assert_eq(list_check(nt_live, 0x7e57, NT_LIVE_NODES), 0, "the live list was damaged");
 }
