@@ -412,10 +412,19 @@ static void count_refill(struct thread_cache *tc, uint64_t bytes)
 {
     tc->allocd += bytes;
     if (tc->allocd >= ALLOCD_FLUSH) {
-        if (tc->counted_in != GC_gc_no + 1) {
-            tc->counted_in = GC_gc_no + 1;
-            AO_fetch_and_add1(&hs.allocating_threads);
+        /* How much the thread allocated since the last collection, and
+         * the most any thread did: their ratio to the total says how many
+         * threads allocate at once (collect.c). */
+        if (tc->cycle != GC_gc_no + 1) {
+            tc->cycle = GC_gc_no + 1;
+            tc->cycle_allocd = 0;
         }
+        tc->cycle_allocd += tc->allocd;
+        AO_fetch_and_add(&hs.caches_allocd, tc->allocd);
+        AO_t most = AO_load(&hs.max_thread_allocd);
+        while (tc->cycle_allocd > most &&
+               !AO_compare_and_swap(&hs.max_thread_allocd, most, tc->cycle_allocd))
+            most = AO_load(&hs.max_thread_allocd);
         count_allocated((int64_t)tc->allocd);
         tc->allocd = 0;
     }
@@ -645,12 +654,13 @@ void cache_mark(struct thread_cache *tc)
 void cache_return(struct thread_cache *tc)
 {
     count_allocated((int64_t)tc->allocd);
+    /* A thread gone has nothing in progress: what it allocated does not
+     * widen the next threshold (threads started one after another would
+     * otherwise look like threads allocating at once). */
+    if (tc->cycle == GC_gc_no + 1)
+        hs.exited_allocd += tc->cycle_allocd;
     tc->allocd = 0;
-    /* A thread gone has nothing in progress: the next threshold is not
-     * widened for it (threads started one after another would count). */
-    if (tc->counted_in == GC_gc_no + 1)
-        AO_fetch_and_sub1(&hs.allocating_threads);
-    tc->counted_in = 0;
+    tc->cycle = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
             void **head = tc->free[k][c];

@@ -4,8 +4,8 @@
  * since the last collection reach
  *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots
  *      + 2 * stacks) / divisor
- * times the number of threads that allocated since the last collection
- * (at most NURSERY_THREADS_MAX), when the heap would grow past its
+ * times the number of threads allocating at once (at most
+ * NURSERY_THREADS_MAX), when the heap would grow past its
  * expanded size; otherwise expand it.  A larger divisor means more
  * collections and a smaller heap.  GC_INITIAL_HEAP_SIZE defers the first
  * collections, GC_MAXIMUM_HEAP_SIZE caps growth, GC_DONT_GC turns
@@ -56,7 +56,10 @@ static bool collecting;
  * comes T times as often per thread, finding as much in progress each
  * time, so that tracing grew with T (mt_trees, 2 threads: pauses 80 ms
  * against 37 at one thread, for the same work).  N times T keeps it per
- * thread as at one thread.  The bound caps the memory this costs. */
+ * thread as at one thread.  T is measured, not counted: the bytes running
+ * threads allocated since the last collection over the most one of them
+ * did (two alike: 2; one thread and another that allocates little: about
+ * 1).  The bound caps the memory this costs. */
 #define NURSERY_THREADS_MAX 4
 /* Minor collections between two full ones, at most: a backstop, as
  * promoted garbage is bounded by PROMOTE_DIV.  (16 forced a full
@@ -195,11 +198,14 @@ bool should_collect(void)
         threshold = MIN_BYTES_ALLOCD;
     if (threshold < young_threshold(2))
         threshold = young_threshold(2);
-    uint64_t threads = AO_load(&hs.allocating_threads);
-    if (threads > NURSERY_THREADS_MAX)
-        threads = NURSERY_THREADS_MAX;
-    if (threads > 1)
-        threshold *= threads;
+    uint64_t most = AO_load(&hs.max_thread_allocd);
+    uint64_t caches = AO_load(&hs.caches_allocd);
+    uint64_t running = caches > hs.exited_allocd ? caches - hs.exited_allocd : 0;
+    if (most && running > most) {
+        if (running > NURSERY_THREADS_MAX * most)
+            running = NURSERY_THREADS_MAX * most;
+        threshold = (uint64_t)((unsigned __int128)threshold * running / most);
+    }
     return allocd >= threshold;
 }
 
@@ -358,7 +364,9 @@ void collect(enum collect_reason why)
         early_minor_failed = false;
     hs.allocd_since_gc = 0;
     hs.freed_since_gc = 0;
-    AO_store(&hs.allocating_threads, 0);
+    AO_store(&hs.caches_allocd, 0);
+    AO_store(&hs.max_thread_allocd, 0);
+    hs.exited_allocd = 0;
     release_idle_spans(false);
 
     event(GC_EVENT_PRE_START_WORLD);

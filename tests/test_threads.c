@@ -2549,18 +2549,23 @@ Test(threads, thread_suspends_itself, .timeout = 60)
 
 #define NT_STEPS 400
 #define NT_STEP_BYTES (256u << 10)
+#define NT_LIGHT_STEP_BYTES (16u << 10)
 #define NT_LIVE_NODES 50000
 
 static pthread_barrier_t nt_barrier;
 
-/* Garbage, NT_STEP_BYTES per step, in lockstep with the other workers, so
+struct nt_job {
+    size_t steps, step_bytes;
+};
+
+/* Garbage, step_bytes per step, in lockstep with the other workers, so
  * that each of them allocates in every interval between collections
  * whatever the scheduling. */
 static void *nt_worker(void *arg)
 {
-    size_t steps = (size_t)(uintptr_t)arg;
-    for (size_t s = 0; s < steps; s++) {
-        for (size_t b = 0; b < NT_STEP_BYTES; b += 64) {
+    const struct nt_job *job = arg;
+    for (size_t s = 0; s < job->steps; s++) {
+        for (size_t b = 0; b < job->step_bytes; b += 64) {
             char *p = GC_MALLOC(64);
             CHECK(p != NULL, "out of memory");
             if (!p)
@@ -2572,15 +2577,15 @@ static void *nt_worker(void *arg)
     return NULL;
 }
 
-/* Collections while `threads` workers allocate NT_STEPS steps in all. */
-static uint64_t nt_collections(unsigned threads)
+/* Collections while the workers of jobs[0..n) run. */
+static uint64_t nt_collections(const struct nt_job *jobs, unsigned n)
 {
     pthread_t t[2];
-    cr_assert_eq(pthread_barrier_init(&nt_barrier, NULL, threads), 0);
+    cr_assert_eq(pthread_barrier_init(&nt_barrier, NULL, n), 0);
     uint64_t before = GC_get_gc_no();
-    for (unsigned i = 0; i < threads; i++)
-        start_thread(&t[i], nt_worker, (void *)(uintptr_t)(NT_STEPS / threads));
-    for (unsigned i = 0; i < threads; i++)
+    for (unsigned i = 0; i < n; i++)
+        start_thread(&t[i], nt_worker, (void *)&jobs[i]);
+    for (unsigned i = 0; i < n; i++)
         join_thread(t[i]);
     pthread_barrier_destroy(&nt_barrier);
     return GC_get_gc_no() - before;
@@ -2588,10 +2593,11 @@ static uint64_t nt_collections(unsigned threads)
 
 static struct node *volatile nt_live;
 
-/* Collections for the same allocation by `threads` workers, in a child
- * of its own, so that both counts start from the same heap.  The child
- * also checks that the heap stayed bounded and the live list intact. */
-static uint64_t nt_collections_fresh(unsigned threads)
+/* Collections for the jobs, run in a child of its own after one thread
+ * allocated as much alone, so that every count starts from the same heap.
+ * The child also checks that the heap stayed bounded and the live list
+ * intact. */
+static uint64_t nt_collections_fresh(const struct nt_job *jobs, unsigned n)
 {
     int fds[2];
     cr_assert_eq(pipe(fds), 0);
@@ -2600,39 +2606,48 @@ static uint64_t nt_collections_fresh(unsigned threads)
     if (pid == 0) {
         alarm(60);
         close(fds[0]);
-        nt_collections(1);                  /* the heap settles */
-        uint64_t n = nt_collections(threads);
+        struct nt_job settle = {NT_STEPS, NT_STEP_BYTES};
+        nt_collections(&settle, 1);
+        uint64_t count = nt_collections(jobs, n);
         bool ok = !failed() && GC_get_heap_size() < ((size_t)64 << 20) &&
                   list_check(nt_live, 0x7e57, NT_LIVE_NODES) == 0;
-        _exit(write(fds[1], &n, sizeof n) == sizeof n && ok ? 0 : 1);
+        _exit(write(fds[1], &count, sizeof count) == sizeof count && ok ? 0 : 1);
     }
     close(fds[1]);
-    uint64_t n = 0;
-    ssize_t got = read(fds[0], &n, sizeof n);
+    uint64_t count = 0;
+    ssize_t got = read(fds[0], &count, sizeof count);
     close(fds[0]);
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == sizeof n,
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == sizeof count,
               "the child failed: heap unbounded, live data damaged or a worker "
               "failed (status %d)", status);
-    return n;
+    return count;
 }
 
 /* Two threads allocating at once each have structures in progress that a
  * collection finds: the allocation between collections doubles, so that
  * they collect clearly less often than one thread doing the same
- * allocation (without it, as often). */
+ * allocation (without it, as often).  A second thread that allocates
+ * little changes next to nothing. */
 Test(threads, allocation_between_collections_grows_with_allocating_threads, .timeout = 60)
 {
     reset_failures();
     GC_INIT();
     nt_live = list_build(0x7e57, NT_LIVE_NODES);
     cr_assert_not_null(nt_live);
-    uint64_t one = nt_collections_fresh(1);
-    uint64_t two = nt_collections_fresh(2);
+    struct nt_job alone[1] = {{NT_STEPS, NT_STEP_BYTES}};
+    struct nt_job halves[2] = {{NT_STEPS / 2, NT_STEP_BYTES}, {NT_STEPS / 2, NT_STEP_BYTES}};
+    struct nt_job light[2] = {{NT_STEPS, NT_STEP_BYTES}, {NT_STEPS, NT_LIGHT_STEP_BYTES}};
+    uint64_t one = nt_collections_fresh(alone, 1);
+    uint64_t two = nt_collections_fresh(halves, 2);
+    uint64_t with_light = nt_collections_fresh(light, 2);
     cr_assert_gt(one, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)one);
     cr_assert_gt(two, 0, "two threads never collected");
     cr_assert_lt(4 * two, 3 * one, "two threads collected %lu times, one thread %lu times",
                  (unsigned long)two, (unsigned long)one);
+    cr_assert_geq(10 * with_light, 9 * one,
+                  "a thread allocating 1/16 as much cut collections from %lu to %lu",
+                  (unsigned long)one, (unsigned long)with_light);
     cr_assert_eq(list_check(nt_live, 0x7e57, NT_LIVE_NODES), 0, "the live list was damaged");
 }
