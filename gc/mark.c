@@ -95,7 +95,7 @@ static void mark_recover_overflow(void);
 /* ------------------------------------------------------------------ */
 /* Stacks                                                              */
 
-/* Entries of a new stack made present at once: a helper's first hand-off
+/* Words of a new stack made present at once: a helper's first hand-off
  * must not wait on page faults, and a small program should not pay a
  * whole stack in resident memory (marker 0's 1 MiB was a third of a small
  * program's peak RSS). */
@@ -143,7 +143,9 @@ push_slow(struct marker *m, uintptr_t *top, uintptr_t lo, uintptr_t hi, size_t w
         if (!stack_grow(m)) {
             if (AO_compare_and_swap_full(&overflowed, 0, 1))
                 AO_fetch_and_add1((volatile AO_t *)&hs.mark_overflows);
-            return top;              /* marked, not scanned: recovered later */
+            return m->top;           /* marked, not scanned: recovered later
+                                      * (an earlier growth may have moved
+                                      * the stack) */
         }
     }
     top = m->top;
@@ -539,7 +541,7 @@ void mark_range(const void *lo, const void *hi)
     }
 }
 
-/* Queue [lo, hi) to be scanned, as an object on the mark stack: many
+/* Queue [lo, hi) to be scanned, as a range on the mark stack: many
  * small ranges (parts of old objects on written pages) cost a push each
  * rather than a drain each.  The stack is drained once it is deep. */
 #define PUSH_DRAIN_DEPTH 4096
