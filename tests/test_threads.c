@@ -39,6 +39,7 @@
  *   parallel_and_stackbottom_variables, stackbottom_set_before_init,
  *   suspend_and_resume_another_thread, thread_suspends_itself
  *   allocation_between_collections_grows_with_allocating_threads
+ *   thread_local_variables_are_roots   __thread and pthread_setspecific values
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -2650,4 +2651,88 @@ Test(threads, allocation_between_collections_grows_with_allocating_threads, .tim
                   "a thread allocating 1/16 as much cut collections from %lu to %lu",
                   (unsigned long)one, (unsigned long)with_light);
     cr_assert_eq(list_check(nt_live, 0x7e57, NT_LIVE_NODES), 0, "the live list was damaged");
+}
+
+/* A thread's __thread variables and pthread_setspecific values are roots:
+ * glibc keeps both at the top of its stack mapping, which lfgc scans to
+ * the end for threads made by GC_pthread_create and for those registered
+ * with GC_get_stack_base's answer (bdwgc 8.2 loses the former's).  Each
+ * list is reachable only from one of them while the main thread collects. */
+static __thread struct node *volatile tl_list;
+static __thread uint64_t tl_seed;
+static pthread_key_t tl_key;
+
+static NOINLINE void tl_keep(uint64_t seed)
+{
+    tl_seed = seed;
+    tl_list = list_build(seed, RG_NODES);
+    CHECK(tl_list != NULL, "out of memory");
+    struct node *keyed = list_build(seed + 1, RG_NODES);
+    CHECK(keyed != NULL && pthread_setspecific(tl_key, keyed) == 0, "pthread_setspecific");
+}
+
+static NOINLINE size_t tl_check(void)
+{
+    return list_check(tl_list, tl_seed, RG_NODES);
+}
+
+static NOINLINE size_t tl_check_keyed(void)
+{
+    return list_check(pthread_getspecific(tl_key), tl_seed + 1, RG_NODES);
+}
+
+static void *tl_body(uint64_t seed)
+{
+    tl_keep(seed);
+    clear_stack();
+    atomic_store(&rg_phase, 1);
+    if (!wait_at_least(&rg_collected, 1, 30))
+        FAIL("the test did not collect");
+    size_t bad = tl_check();
+    CHECK(!bad, "list held by a __thread variable: node %zu corrupted", bad - 1);
+    bad = tl_check_keyed();
+    CHECK(!bad, "list held by pthread_setspecific: node %zu corrupted", bad - 1);
+    return NULL;
+}
+
+static void *tl_gc_thread(void *arg)
+{
+    (void)arg;
+    tl_body(0x7150);
+    atomic_store(&rg_phase, 2);
+    return NULL;
+}
+
+static void *tl_registered_thread(void *arg)
+{
+    (void)arg;
+    struct GC_stack_base sb;
+    CHECK(GC_get_stack_base(&sb) == GC_SUCCESS, "GC_get_stack_base failed");
+    CHECK(GC_register_my_thread(&sb) == GC_SUCCESS, "registration failed");
+    tl_body(0x7151);
+    GC_unregister_my_thread();
+    atomic_store(&rg_phase, 2);
+    return NULL;
+}
+
+Test(threads, thread_local_variables_are_roots, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    cr_assert_eq(pthread_key_create(&tl_key, NULL), 0);
+    GC_allow_register_threads();
+    rg_run(tl_registered_thread);
+
+    atomic_store(&rg_phase, 0);
+    atomic_store(&rg_collected, 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, tl_gc_thread, NULL), 0);
+    cr_assert(wait_at_least(&rg_phase, 1, 10) || failed(), "thread did not start");
+    for (int i = 0; i < 20 && !failed(); i++) {
+        garbage(1 * MiB, (uint64_t)i);
+        GC_gcollect();
+    }
+    atomic_store(&rg_collected, 1);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    assert_no_failures();
 }
