@@ -19,6 +19,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <stddef.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
@@ -50,6 +52,7 @@ struct thread_rec {
     struct alt_stacks alt;          /* GC_register_altstack; zeros if none */
     volatile uintptr_t stack_sp;    /* lowest address to scan when stopped */
     uintptr_t blocking_sp;          /* saved by GC_do_blocking            */
+    uintptr_t tls_lo, tls_hi;       /* static TLS the stack scan misses   */
     greg_t regs[NGREG];             /* registers when stopped             */
     void *retval;                   /* kept alive until joined            */
     uint8_t state;
@@ -144,9 +147,58 @@ static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 /* Set by GC_register_altstack before the thread is registered. */
 static __thread struct alt_stacks pending_alt;
 
+/* The main thread's static TLS (__thread variables of the program and of
+ * the libraries loaded with it): glibc places it below the thread pointer
+ * in a block the dynamic linker mapped, away from the stack.  Other
+ * threads' lies at the top of their stack mapping, which is scanned.  A
+ * module's block counts when it lies below the thread pointer in the same
+ * mapping (dynamic TLS, allocated with malloc, does not). */
+struct tls_search {
+    uintptr_t tp, map_lo, lo, hi;
+};
+
+static int tls_block_of(struct dl_phdr_info *info, size_t size, void *data)
+{
+    struct tls_search *ts = data;
+    if (size < offsetof(struct dl_phdr_info, dlpi_tls_data) + sizeof info->dlpi_tls_data ||
+        !info->dlpi_tls_data)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_TLS)
+            continue;
+        uintptr_t lo = (uintptr_t)info->dlpi_tls_data, hi = lo + ph->p_memsz;
+        if (lo < ts->map_lo || hi > ts->tp || lo >= hi)
+            continue;
+        if (!ts->hi || lo < ts->lo)
+            ts->lo = lo;
+        if (hi > ts->hi)
+            ts->hi = hi;
+    }
+    return 0;
+}
+
+static void main_static_tls(uintptr_t *lo, uintptr_t *hi)
+{
+    struct tls_search ts = {0, 0, 0, 0};
+    uintptr_t map_hi;
+    *lo = *hi = 0;
+    __asm__("mov %%fs:0, %0" : "=r"(ts.tp));     /* the TCB points to itself */
+    if (!mapping_of(ts.tp, &ts.map_lo, &map_hi))
+        return;
+    dl_iterate_phdr(tls_block_of, &ts);
+    *lo = ts.lo & ~(uintptr_t)7;
+    *hi = ts.hi;
+}
+
 /* Register the calling thread; lock not held. */
 static struct thread_rec *register_self(uintptr_t bottom)
 {
+    /* Before the lock: dl_iterate_phdr takes the dynamic linker's, which
+     * a thread loading a library may hold while it waits for ours. */
+    uintptr_t tls_lo = 0, tls_hi = 0;
+    if (getpid() == gettid())
+        main_static_tls(&tls_lo, &tls_hi);
     lock();
     struct thread_rec *rec = rec_alloc();
     if (!rec) {
@@ -167,6 +219,11 @@ static struct thread_rec *register_self(uintptr_t bottom)
             rec->stack_lo = lo;
     } else if (bottom && mapping_of(bottom - 1, &lo, &hi)) {
         rec->stack_lo = lo;
+    }
+    /* Unless the stack scan covers it (a stack base the program gave). */
+    if (!(tls_lo >= rec->stack_lo && tls_hi <= bottom)) {
+        rec->tls_lo = tls_lo;
+        rec->tls_hi = tls_hi;
     }
     rec->alt = pending_alt;
     rec->state = T_RUNNING;
@@ -505,7 +562,11 @@ void stacks_mark(void)
     for (struct thread_rec *t = threads; t; t = t->next) {
         mark_range(&t->retval, &t->retval + 1);
         uint8_t state = state_of(t);
-        if (t == me || state == T_FINISHED)
+        if (state == T_FINISHED)
+            continue;
+        if (t->tls_hi)
+            mark_stack_range(t->tls_lo, t->tls_hi);
+        if (t == me)
             continue;
         if (state == T_BLOCKING) {
             scan_stack(t, t->blocking_sp);

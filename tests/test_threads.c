@@ -40,6 +40,7 @@
  *   suspend_and_resume_another_thread, thread_suspends_itself
  *   allocation_between_collections_grows_with_allocating_threads
  *   thread_local_variables_are_roots   __thread and pthread_setspecific values
+ *   main_thread_locals_are_roots       the main thread's __thread variables
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -2735,4 +2736,25 @@ Test(threads, thread_local_variables_are_roots, .timeout = 60)
     atomic_store(&rg_collected, 1);
     cr_assert_eq(pthread_join(t, NULL), 0);
     assert_no_failures();
+}
+
+/* The main thread's static TLS is in a block of the dynamic linker's, not
+ * in its stack: lfgc finds it at registration and scans it (bdwgc 8.2
+ * does not).  The list is reachable only from the __thread variable. */
+Test(threads, main_thread_locals_are_roots, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    cr_assert_eq(getpid(), gettid(), "the test does not run on the main thread");
+    cr_assert_eq(pthread_key_create(&tl_key, NULL), 0);
+    tl_keep(0x7152);
+    assert_no_failures();
+    clear_stack();
+    for (int i = 0; i < 20; i++) {
+        garbage(1 * MiB, (uint64_t)i);
+        GC_gcollect();
+    }
+    size_t bad = tl_check();
+    cr_assert_eq(bad, 0, "list held by the main thread's __thread variable: node %zu corrupted",
+                 bad - 1);
 }
