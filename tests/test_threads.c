@@ -1232,12 +1232,15 @@ static void *rg_thread_call_with_base(void *arg)
     return GC_call_with_stack_base(rg_with_base, arg);
 }
 
-static void rg_run(void *(*fn)(void *))
+typedef int (*rg_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int (*rg_join_fn)(pthread_t, void **);
+
+static void rg_run_with(rg_create_fn create, rg_join_fn join, void *(*fn)(void *))
 {
     atomic_store(&rg_phase, 0);
     atomic_store(&rg_collected, 0);
     pthread_t t;
-    cr_assert_eq(real_pthread_create(&t, NULL, fn, NULL), 0);
+    cr_assert_eq(create(&t, NULL, fn, NULL), 0);
     cr_assert(wait_at_least(&rg_phase, 1, 10) || failed(), "thread did not register");
     for (int i = 0; i < 20 && !failed(); i++) {
         garbage(1 * MiB, (uint64_t)i);
@@ -1248,8 +1251,14 @@ static void rg_run(void *(*fn)(void *))
     for (int i = 0; i < 5 && !failed(); i++)
         GC_gcollect();
     atomic_store(&rg_collected, 2);
-    cr_assert_eq(real_pthread_join(t, NULL), 0);
+    cr_assert_eq(join(t, NULL), 0);
     assert_no_failures();
+}
+
+/* With a thread the collector does not know about until it registers. */
+static void rg_run(void *(*fn)(void *))
+{
+    rg_run_with(real_pthread_create, real_pthread_join, fn);
 }
 
 Test(threads, register_foreign_thread, .timeout = 60)
@@ -2723,19 +2732,7 @@ Test(threads, thread_local_variables_are_roots, .timeout = 60)
     cr_assert_eq(pthread_key_create(&tl_key, NULL), 0);
     GC_allow_register_threads();
     rg_run(tl_registered_thread);
-
-    atomic_store(&rg_phase, 0);
-    atomic_store(&rg_collected, 0);
-    pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, tl_gc_thread, NULL), 0);
-    cr_assert(wait_at_least(&rg_phase, 1, 10) || failed(), "thread did not start");
-    for (int i = 0; i < 20 && !failed(); i++) {
-        garbage(1 * MiB, (uint64_t)i);
-        GC_gcollect();
-    }
-    atomic_store(&rg_collected, 1);
-    cr_assert_eq(pthread_join(t, NULL), 0);
-    assert_no_failures();
+    rg_run_with(pthread_create, pthread_join, tl_gc_thread);
 }
 
 /* The main thread's static TLS is in a block of the dynamic linker's, not
