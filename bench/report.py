@@ -564,7 +564,7 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
           "(`GC_MARKERS=1`, `LFGC_MARKERS=1`). The key is wall time; "
           "`mnodes_per_s` in the CSV is the throughput. Peer `arena` is the "
           "same program with no collector (`-DBENCH_ARENA`: per-thread "
-          "arenas made before the clock starts, rewound and zeroed when full): "
+          "arenas made before the clock starts, rewound when full and cleared again 4 KiB at a time, just before use): "
           "how far this memory-bound work scales with threads on this machine "
           "whatever the collector; it is left out of the geometric means.")
         w("- `gcbench`: `workloads/gcbench.c`, GCBench-style: stretch tree, "
