@@ -187,7 +187,7 @@ static void main_static_tls(uintptr_t *lo, uintptr_t *hi)
     if (!mapping_of(ts.tp, &ts.map_lo, &map_hi))
         return;
     dl_iterate_phdr(tls_block_of, &ts);
-    *lo = ts.lo & ~(uintptr_t)7;
+    *lo = ts.lo;
     *hi = ts.hi;
 }
 
@@ -220,11 +220,8 @@ static struct thread_rec *register_self(uintptr_t bottom)
     } else if (bottom && mapping_of(bottom - 1, &lo, &hi)) {
         rec->stack_lo = lo;
     }
-    /* Unless the stack scan covers it (a stack base the program gave). */
-    if (!(tls_lo >= rec->stack_lo && tls_hi <= bottom)) {
-        rec->tls_lo = tls_lo;
-        rec->tls_hi = tls_hi;
-    }
+    rec->tls_lo = tls_lo;
+    rec->tls_hi = tls_hi;
     rec->alt = pending_alt;
     rec->state = T_RUNNING;
     rec->next = threads;
