@@ -15,42 +15,42 @@
 
 #include "internal.h"
 
-uint64_t free_canary;
-struct class_kind class_kinds[NUM_CLASSES][MAX_KINDS];
+uint64_t lf_free_canary;
+struct class_kind lf_class_kinds[NUM_CLASSES][MAX_KINDS];
 static uint32_t class_kind_free_count[NUM_CLASSES][MAX_KINDS];
-struct thread_cache empty_cache;
-__thread struct thread_cache *tl_cache __attribute__((tls_model("initial-exec"))) = &empty_cache;
-uint8_t request_class[SMALL_REQUEST_MAX + 1];
-size_t extra_bytes = 1;
+struct thread_cache lf_empty_cache;
+__thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
+uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
+size_t lf_extra_bytes = 1;
 
-struct kind kinds[MAX_KINDS] = {
+struct kind lf_kinds[MAX_KINDS] = {
     [KIND_PTRFREE]        = { .in_use = 1, .ptrfree = 1 },
     [KIND_NORMAL]         = { .in_use = 1, .clear = 1 },
     [KIND_UNCOLLECTABLE]  = { .in_use = 1, .uncollectable = 1, .clear = 1 },
     [KIND_AUNCOLLECTABLE] = { .in_use = 1, .uncollectable = 1, .ptrfree = 1 },
 };
 
-void alloc_init(void)
+void lf_alloc_init(void)
 {
-    extra_bytes = GC_all_interior_pointers ? 1 : 0;
+    lf_extra_bytes = GC_all_interior_pointers ? 1 : 0;
     unsigned c = 0;
     for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++) {
-        while (c + 1 < NUM_CLASSES && regions[c].size < n + extra_bytes)
+        while (c + 1 < NUM_CLASSES && lf_regions[c].size < n + lf_extra_bytes)
             c++;
-        request_class[n] = (uint8_t)c;
+        lf_request_class[n] = (uint8_t)c;
     }
-    if (getrandom(&free_canary, sizeof free_canary, 0) != sizeof free_canary)
-        free_canary = now_ns() * 0x9e3779b97f4a7c15ull;
-    free_canary |= LINK_TAG;       /* never a heap address */
+    if (getrandom(&lf_free_canary, sizeof lf_free_canary, 0) != sizeof lf_free_canary)
+        lf_free_canary = lf_now_ns() * 0x9e3779b97f4a7c15ull;
+    lf_free_canary |= LINK_TAG;       /* never a heap address */
 }
 
-void warn(const char *fmt, uintptr_t arg)
+void lf_warn(const char *fmt, uintptr_t arg)
 {
     GC_warn_proc proc = GC_get_warn_proc();
     proc((char *)fmt, (GC_word)arg);
 }
 
-void *oom(size_t bytes)
+void *lf_oom(size_t bytes)
 {
     GC_oom_func fn = GC_oom_fn;
     return fn ? fn(bytes) : NULL;
@@ -62,7 +62,7 @@ void *oom(size_t bytes)
 static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
 {
     uint64_t first = (r->start >> CHUNK_SHIFT) + j;
-    memset(chunk_map + first, kind + 1, r->span_chunks);
+    memset(lf_chunk_map + first, kind + 1, r->span_chunks);
 }
 
 static void span_take(struct region *r, struct span *s, unsigned kind)
@@ -87,7 +87,7 @@ static uint64_t span_bytes(const struct region *r, const struct span *s)
  * the heap, so it needs no collection first.  NULL if there is none. */
 static struct span *span_reuse(unsigned c, unsigned kind)
 {
-    struct region *r = &regions[c];
+    struct region *r = &lf_regions[c];
     struct span *s = r->pool;
     if (!s)
         return NULL;
@@ -101,15 +101,15 @@ static struct span *span_reuse(unsigned c, unsigned kind)
  * passed. */
 static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
 {
-    struct region *r = &regions[c];
-    if (!r->reserved || !region_map_metadata(r))
+    struct region *r = &lf_regions[c];
+    if (!r->reserved || !lf_region_map_metadata(r))
         return NULL;
-    if (hs.max_heap && hs.heap_bytes + bytes > hs.max_heap)
+    if (lf_hs.max_heap && lf_hs.heap_bytes + bytes > lf_hs.max_heap)
         return NULL;
     struct span *s = r->released;
     if (s) {
         r->released = s->next;
-        hs.released_bytes -= span_bytes(r, s);
+        lf_hs.released_bytes -= span_bytes(r, s);
     } else {
         if (r->next_chunk + r->span_chunks > r->max_chunks)
             return NULL;
@@ -118,13 +118,13 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
         s = &r->spans[j];
         s->dirty = 0;
         uint64_t qa, qb;
-        span_slots(r, j, &qa, &qb);
+        lf_span_slots(r, j, &qa, &qb);
         uint64_t top = qb * r->size;
         size_t idx = lowfat_index((void *)r->start);
         if (top > lowfat_heap_top[idx])
             AO_store_release((volatile AO_t *)&lowfat_heap_top[idx], top);
     }
-    hs.heap_bytes += bytes;
+    lf_hs.heap_bytes += bytes;
     span_take(r, s, kind);
     return s;
 }
@@ -132,10 +132,10 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
 /* Put a span back in its region's pool.  Large spans give their pages
  * back at once; small ones when they have stayed unused (see
  * release_idle_spans), so that a span reused soon costs no page faults. */
-void span_free(struct region *r, struct span *s)
+void lf_span_free(struct region *r, struct span *s)
 {
     uint64_t j = span_chunk_index(r, s);
-    memset(chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
+    memset(lf_chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
     s->state = SPAN_UNUSED;
     s->old = 0;
     s->nursery = 0;
@@ -148,8 +148,8 @@ void span_free(struct region *r, struct span *s)
         if (len)
             madvise((void *)base, len, MADV_DONTNEED);
         s->dirty = 0;
-        hs.heap_bytes -= span_bytes(r, s);
-        hs.released_bytes += span_bytes(r, s);
+        lf_hs.heap_bytes -= span_bytes(r, s);
+        lf_hs.released_bytes += span_bytes(r, s);
         s->next = r->released;
         r->released = s;
         return;
@@ -158,10 +158,10 @@ void span_free(struct region *r, struct span *s)
     r->pool = s;
 }
 
-void release_idle_spans(bool all)
+void lf_release_idle_spans(bool all)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         struct span **link = &r->pool;
         while (*link) {
             struct span *s = *link;
@@ -171,14 +171,14 @@ void release_idle_spans(bool all)
             }
             *link = s->next;
             uint64_t lo, hi;
-            span_memory(r, span_chunk_index(r, s), &lo, &hi);
+            lf_span_memory(r, span_chunk_index(r, s), &lo, &hi);
             if (hi > lo)
                 madvise((void *)lo, hi - lo, MADV_DONTNEED);
             /* Pages shared with the neighbouring spans kept their data. */
             s->dirty = 1;
             uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
-            hs.heap_bytes -= bytes;
-            hs.released_bytes += bytes;
+            lf_hs.heap_bytes -= bytes;
+            lf_hs.released_bytes += bytes;
             s->next = r->released;
             r->released = s;
         }
@@ -190,11 +190,11 @@ void release_idle_spans(bool all)
 static void *sweep_whole_span(struct region *r, struct span *s, bool fresh, size_t *count)
 {
     uint64_t qa, qb;
-    span_slots(r, span_chunk_index(r, s), &qa, &qb);
-    bool clear = kinds[s->kind].clear && (!fresh || s->dirty);
+    lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
+    bool clear = lf_kinds[s->kind].clear && (!fresh || s->dirty);
     s->dirty = 0;
     uint64_t next = qa - r->q0;
-    return sweep_slots(r, &next, qb - r->q0, SIZE_MAX, clear, count);
+    return lf_sweep_slots(r, &next, qb - r->q0, SIZE_MAX, clear, count);
 }
 
 /* ------------------------------------------------------------------ */
@@ -204,9 +204,9 @@ static void *sweep_whole_span(struct region *r, struct span *s, bool fresh, size
  * by sweeping threads, hence atomic everywhere. */
 static void count_allocated(int64_t bytes)
 {
-    AO_fetch_and_add((volatile AO_t *)&hs.allocd_since_gc, (AO_t)bytes);
+    AO_fetch_and_add((volatile AO_t *)&lf_hs.allocd_since_gc, (AO_t)bytes);
     if (bytes > 0)
-        AO_fetch_and_add((volatile AO_t *)&hs.total_allocd, (AO_t)bytes);
+        AO_fetch_and_add((volatile AO_t *)&lf_hs.total_allocd, (AO_t)bytes);
 }
 
 static unsigned max_retries(void)
@@ -220,38 +220,38 @@ static unsigned max_retries(void)
  * COLLECT_NONE to go ahead. */
 static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned collections)
 {
-    if (hs.heap_bytes + bytes <= hs.heap_target)
+    if (lf_hs.heap_bytes + bytes <= lf_hs.heap_target)
         return COLLECT_NONE;
     /* GC_dont_expand: grow only when a collection did not help. */
-    if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : should_collect()))
+    if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : lf_should_collect()))
         return COLLECT_ALLOCATION;
     /* Promoted garbage must not make the heap grow: a full collection
      * first, when minor ones promoted enough to make it worth its cost. */
-    if (hs.last_minor && !GC_dont_gc && full_may_reclaim(bytes))
+    if (lf_hs.last_minor && !GC_dont_gc && lf_full_may_reclaim(bytes))
         return COLLECT_HEAP_FULL;
     /* Young objects found live by the last collection often die soon
      * after it (a structure being built then): a minor collection, which
      * traces them again, before growing for them. */
-    if (collections == 0 && !GC_dont_gc && minor_may_reclaim(bytes))
+    if (collections == 0 && !GC_dont_gc && lf_minor_may_reclaim(bytes))
         return COLLECT_BEFORE_GROWTH;
-    heap_expand_step(bytes);
+    lf_heap_expand_step(bytes);
     return COLLECT_NONE;
 }
 
 static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
 {
-    struct region *r = &regions[c];
+    struct region *r = &lf_regions[c];
     unsigned collections = 0;
     /* The extra byte is inside, so that a pointer just past the request
      * still lies in the object. */
-    uint64_t want = (bytes + extra_bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+    uint64_t want = (bytes + lf_extra_bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
     if (want > r->size)
         want = r->size;
     struct span *s;
     for (;;) {
         enum collect_reason why = must_collect_before_growing(want, collections);
         if (why != COLLECT_NONE) {
-            collect(why);
+            lf_collect(why);
             collections++;
             continue;
         }
@@ -260,11 +260,11 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
             break;
         if (collections >= max_retries() || GC_dont_gc)
             return NULL;
-        collect(COLLECT_HEAP_FULL);
+        lf_collect(COLLECT_HEAP_FULL);
         collections++;
     }
     uint64_t base = r->start + (span_chunk_index(r, s) << CHUNK_SHIFT);
-    if (s->dirty && kinds[kind].clear)
+    if (s->dirty && lf_kinds[kind].clear)
         memset((void *)base, 0, want);
     s->dirty = 0;
     s->obj_bytes = want;
@@ -287,7 +287,7 @@ static void set_alloc_bit(struct region *r, void *p, bool on)
  * memory.  *fresh tells which. */
 static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
 {
-    struct class_kind *ck = &class_kinds[c][kind];
+    struct class_kind *ck = &lf_class_kinds[c][kind];
     unsigned collections = 0;
     for (;;) {
         struct span *s = ck->unswept;
@@ -303,7 +303,7 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
             return s;
         enum collect_reason why = must_collect_before_growing(CHUNK_SIZE, collections);
         if (why != COLLECT_NONE) {
-            collect(why);
+            lf_collect(why);
             collections++;
             continue;
         }
@@ -311,7 +311,7 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
         if (s)
             return s;
         if (collections < max_retries() && !GC_dont_gc) {
-            collect(COLLECT_HEAP_FULL);
+            lf_collect(COLLECT_HEAP_FULL);
             collections++;
             continue;
         }
@@ -324,8 +324,8 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
  * claimed and swept under the lock.  NULL when out of memory. */
 static void *take_batch(unsigned c, unsigned kind, size_t *count)
 {
-    struct class_kind *ck = &class_kinds[c][kind];
-    struct region *r = &regions[c];
+    struct class_kind *ck = &lf_class_kinds[c][kind];
+    struct region *r = &lf_regions[c];
     for (;;) {
         if (ck->free) {
             void *list = ck->free;
@@ -347,12 +347,12 @@ static void *take_batch(unsigned c, unsigned kind, size_t *count)
 /* One object of (class, kind) under the lock, bypassing the caches. */
 static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
 {
-    struct region *r = &regions[c];
+    struct region *r = &lf_regions[c];
     void *p;
     if (r->large) {
         p = large_alloc(c, kind, bytes);
     } else {
-        struct class_kind *ck = &class_kinds[c][kind];
+        struct class_kind *ck = &lf_class_kinds[c][kind];
         size_t n = 0;
         void **list = take_batch(c, kind, &n);
         if (!list)
@@ -362,37 +362,37 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
         class_kind_free_count[c][kind] = (uint32_t)(n - 1);
         count_allocated(r->size);
     }
-    if (p && kinds[kind].uncollectable)
+    if (p && lf_kinds[kind].uncollectable)
         set_alloc_bit(r, p, true);
     return p;
 }
 
 /* A thread sweeps (or builds the list of a fresh span) outside the lock
  * only between sweep_enter() and sweep_exit().  A collection, and fork(),
- * call sweepers_hold() with the lock held: it raises gc_pending and waits
+ * call lf_sweepers_hold() with the lock held: it raises gc_pending and waits
  * until no thread is sweeping, so that none sees a half-swept span.  Each
  * thread raises a flag of its own (Dekker's handshake: both sides store,
  * fence, then load the other's flag), so that refills of different
  * threads share no written cache line. */
-volatile AO_t gc_pending;
+volatile AO_t lf_gc_pending;
 
-void sweepers_hold(void)
+void lf_sweepers_hold(void)
 {
-    AO_store_full(&gc_pending, 1);
-    while (threads_sweeping())
+    AO_store_full(&lf_gc_pending, 1);
+    while (lf_threads_sweeping())
         sched_yield();
 }
 
-void sweepers_release(void)
+void lf_sweepers_release(void)
 {
-    AO_store_full(&gc_pending, 0);
+    AO_store_full(&lf_gc_pending, 0);
 }
 
 static bool sweep_enter(struct thread_cache *tc)
 {
     AO_store(&tc->sweeping, 1);
     AO_nop_full();
-    if (AO_load(&gc_pending)) {
+    if (AO_load(&lf_gc_pending)) {
         AO_store_release(&tc->sweeping, 0);
         return false;
     }
@@ -420,11 +420,11 @@ static void count_refill(struct thread_cache *tc, uint64_t bytes)
             tc->cycle_allocd = 0;
         }
         tc->cycle_allocd += tc->allocd;
-        AO_fetch_and_add(&hs.caches_allocd, tc->allocd);
-        AO_t most = AO_load(&hs.max_thread_allocd);
+        AO_fetch_and_add(&lf_hs.caches_allocd, tc->allocd);
+        AO_t most = AO_load(&lf_hs.max_thread_allocd);
         while (tc->cycle_allocd > most &&
-               !AO_compare_and_swap(&hs.max_thread_allocd, most, tc->cycle_allocd))
-            most = AO_load(&hs.max_thread_allocd);
+               !AO_compare_and_swap(&lf_hs.max_thread_allocd, most, tc->cycle_allocd))
+            most = AO_load(&lf_hs.max_thread_allocd);
         count_allocated((int64_t)tc->allocd);
         tc->allocd = 0;
     }
@@ -445,15 +445,15 @@ static size_t batch_slots(const struct region *r)
  * to take explicitly freed slots. */
 static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind)
 {
-    struct class_kind *ck = &class_kinds[c][kind];
-    struct region *r = &regions[c];
+    struct class_kind *ck = &lf_class_kinds[c][kind];
+    struct region *r = &lf_regions[c];
     struct sweep_cursor *cur = &tc->cursor[kind][c];
     size_t want = batch_slots(r);
     for (;;) {
         if (sweep_enter(tc)) {
             if (cur->span) {
                 size_t n;
-                void *list = sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
+                void *list = lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
                 if (cur->next >= cur->end)
                     cur->span = NULL;
                 tc->free[kind][c] = list;
@@ -490,11 +490,11 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
             return NULL;
         }
         uint64_t qa, qb;
-        span_slots(r, span_chunk_index(r, s), &qa, &qb);
+        lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
         cur->span = s;
         cur->next = qa - r->q0;
         cur->end = qb - r->q0;
-        cur->clear = kinds[kind].clear && (!fresh || s->dirty);
+        cur->clear = lf_kinds[kind].clear && (!fresh || s->dirty);
         s->dirty = 0;
         unlock();
     }
@@ -504,37 +504,37 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
 static unsigned class_for(size_t bytes)
 {
     if (bytes <= SMALL_REQUEST_MAX)
-        return request_class[bytes];
-    if (bytes > SIZE_MAX - extra_bytes)
+        return lf_request_class[bytes];
+    if (bytes > SIZE_MAX - lf_extra_bytes)
         return NUM_CLASSES;
-    return (unsigned)class_of_size(bytes + extra_bytes);
+    return (unsigned)lf_class_of_size(bytes + lf_extra_bytes);
 }
 
 static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
 {
-    if (unlikely(c >= NUM_CLASSES || !regions[c].reserved))
-        return oom(bytes);
+    if (unlikely(c >= NUM_CLASSES || !lf_regions[c].reserved))
+        return lf_oom(bytes);
     if (c < NUM_SMALL_CLASSES && kind < NUM_CACHED_KINDS) {
-        struct thread_cache *tc = tl_cache;
-        if (tc == &empty_cache) {
-            tc = thread_cache_create();
+        struct thread_cache *tc = lf_tl_cache;
+        if (tc == &lf_empty_cache) {
+            tc = lf_thread_cache_create();
             if (!tc)
-                return oom(bytes);
+                return lf_oom(bytes);
         }
         if (tc->free[kind][c])
             return free_list_pop(&tc->free[kind][c]);
         void *p = cache_refill_pop(tc, c, kind);
-        return p ? p : oom(bytes);
+        return p ? p : lf_oom(bytes);
     }
     lock();
     void *p = alloc_locked(c, kind, bytes);
     unlock();
-    return p ? p : oom(bytes);
+    return p ? p : lf_oom(bytes);
 }
 
-void *alloc_kind(size_t bytes, unsigned kind)
+void *lf_alloc_kind(size_t bytes, unsigned kind)
 {
-    ensure_init();
+    lf_ensure_init();
     return alloc_in_class(class_for(bytes), bytes, kind);
 }
 
@@ -542,24 +542,24 @@ void *alloc_kind(size_t bytes, unsigned kind)
  * by a tail call. */
 static __attribute__((noinline)) void *alloc_slow(size_t bytes, unsigned kind)
 {
-    return alloc_kind(bytes, kind);
+    return lf_alloc_kind(bytes, kind);
 }
 
-void *alloc_aligned(size_t align, size_t bytes, unsigned kind)
+void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind)
 {
-    ensure_init();
+    lf_ensure_init();
     if (align <= 16)
-        return alloc_kind(bytes, kind);
-    if (bytes > SIZE_MAX - extra_bytes)
-        return oom(bytes);
+        return lf_alloc_kind(bytes, kind);
+    if (bytes > SIZE_MAX - lf_extra_bytes)
+        return lf_oom(bytes);
     /* Objects sit at multiples of their size: a class whose size is a
      * multiple of align gives the alignment with no padding. */
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        uint64_t s = regions[c].size;
-        if (regions[c].reserved && s >= bytes + extra_bytes && s % align == 0)
+        uint64_t s = lf_regions[c].size;
+        if (lf_regions[c].reserved && s >= bytes + lf_extra_bytes && s % align == 0)
             return alloc_in_class(c, bytes, kind);
     }
-    return oom(bytes);
+    return lf_oom(bytes);
 }
 
 /* The fast paths: a pop from the thread's list, no frame, no lock; the
@@ -567,8 +567,8 @@ void *alloc_aligned(size_t align, size_t bytes, unsigned kind)
 static inline __attribute__((always_inline)) void *cache_pop(size_t bytes, unsigned kind)
 {
     if (likely(bytes <= SMALL_REQUEST_MAX)) {
-        unsigned c = request_class[bytes];
-        struct thread_cache *tc = tl_cache;
+        unsigned c = lf_request_class[bytes];
+        struct thread_cache *tc = lf_tl_cache;
         if (likely(tc->free[kind][c]))
             return free_list_pop(&tc->free[kind][c]);
     }
@@ -595,9 +595,9 @@ LFGC_EXPORT void *GC_malloc_many(size_t bytes)
     void **list = GC_malloc(bytes);
     if (!list || bytes > SMALL_REQUEST_MAX)
         return list;
-    unsigned c = request_class[bytes];
-    struct thread_cache *tc = tl_cache;
-    size_t room = 4096 / regions[c].size;
+    unsigned c = lf_request_class[bytes];
+    struct thread_cache *tc = lf_tl_cache;
+    size_t room = 4096 / lf_regions[c].size;
     for (size_t n = 1; n < room && tc->free[KIND_NORMAL][c]; n++) {
         void **p = free_list_pop(&tc->free[KIND_NORMAL][c]);
         p[0] = list;
@@ -615,18 +615,18 @@ LFGC_EXPORT void *GC_malloc_many(size_t bytes)
  * unmark them, or a minor collection would take them for old objects.
  * Uncollectable spans are never swept, so their lists (slots freed with
  * GC_free, or not yet handed out) stay. */
-void caches_discard(void)
+void lf_caches_discard(void)
 {
     for (unsigned k = 0; k < MAX_KINDS; k++) {
-        if (!kinds[k].in_use)
+        if (!lf_kinds[k].in_use)
             continue;               /* nothing was ever allocated of it */
         for (unsigned c = 0; c < NUM_CLASSES; c++) {
-            class_kinds[c][k].unswept = NULL;
-            if (kinds[k].uncollectable)
+            lf_class_kinds[c][k].unswept = NULL;
+            if (lf_kinds[k].uncollectable)
                 continue;
-            for (void **p = class_kinds[c][k].free; p; p = link_decode(p[0]))
-                mark_clear(&regions[c], p);
-            class_kinds[c][k].free = NULL;
+            for (void **p = lf_class_kinds[c][k].free; p; p = link_decode(p[0]))
+                mark_clear(&lf_regions[c], p);
+            lf_class_kinds[c][k].free = NULL;
             class_kind_free_count[c][k] = 0;
         }
     }
@@ -636,13 +636,13 @@ void caches_discard(void)
  * marked (not scanned: they hold only a tagged link and the canary) so
  * that the sweep leaves them alone.  Clearing the lists instead would race
  * with a thread stopped in the middle of a pop. */
-void cache_mark(struct thread_cache *tc)
+void lf_cache_mark(struct thread_cache *tc)
 {
     /* The spans being swept are classified afresh by this collection. */
     memset(tc->cursor, 0, sizeof tc->cursor);
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
-            struct region *r = &regions[c];
+            struct region *r = &lf_regions[c];
             for (void **p = tc->free[k][c]; p; p = link_decode(p[0])) {
                 uint64_t bit = lowfat_slot_number(p) - r->q0;
                 r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
@@ -651,14 +651,14 @@ void cache_mark(struct thread_cache *tc)
 }
 
 /* A thread leaves: its free slots go to the global lists.  Lock held. */
-void cache_return(struct thread_cache *tc)
+void lf_cache_return(struct thread_cache *tc)
 {
     count_allocated((int64_t)tc->allocd);
     /* A thread gone has nothing in progress: what it allocated does not
      * widen the next threshold (threads started one after another would
      * otherwise look like threads allocating at once). */
     if (tc->cycle == GC_gc_no + 1)
-        hs.exited_allocd += tc->cycle_allocd;
+        lf_hs.exited_allocd += tc->cycle_allocd;
     tc->allocd = 0;
     tc->cycle = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
@@ -670,11 +670,11 @@ void cache_return(struct thread_cache *tc)
             uint32_t n = 1;
             for (void **next; (next = link_decode(tail[0])); tail = next)
                 n++;
-            tail[0] = link_encode(class_kinds[c][k].free);
-            class_kinds[c][k].free = head;
+            tail[0] = link_encode(lf_class_kinds[c][k].free);
+            lf_class_kinds[c][k].free = head;
             class_kind_free_count[c][k] += n;
-            uint64_t bytes = (uint64_t)n * regions[c].size;
-            uint64_t since = AO_load((volatile AO_t *)&hs.allocd_since_gc);
+            uint64_t bytes = (uint64_t)n * lf_regions[c].size;
+            uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
             count_allocated(-(int64_t)(bytes < since ? bytes : since));
             tc->free[k][c] = NULL;
         }
@@ -685,29 +685,29 @@ void cache_return(struct thread_cache *tc)
 static bool check_base(void *p, struct region **rp, struct span **sp)
 {
     if (!lowfat_is_ptr(p)) {
-        warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; "
+        lf_warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; "
              "ignored\n", (uintptr_t)p);
         return false;
     }
     struct region *r = region_of(p);
     void *base = lowfat_base(p);
-    if (!r->mapped || (uintptr_t)p >= r->usable_end || !chunk_map[(uintptr_t)base >> CHUNK_SHIFT]) {
+    if (!r->mapped || (uintptr_t)p >= r->usable_end || !lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT]) {
         if (r->mapped && (uintptr_t)p < lowfat_heap_top[lowfat_index(p)])
-            warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
+            lf_warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
                  (uintptr_t)p);
         else
-            warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; ignored\n",
+            lf_warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; ignored\n",
                  (uintptr_t)p);
         return false;
     }
     if (base != p) {
-        warn("GC Warning: free or realloc of %p: an interior pointer, not the start "
+        lf_warn("GC Warning: free or realloc of %p: an interior pointer, not the start "
              "of an object; ignored\n", (uintptr_t)p);
         return false;
     }
     struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
     if (!r->large && slot_is_free(p)) {
-        warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
+        lf_warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
              (uintptr_t)p);
         return false;
     }
@@ -720,7 +720,7 @@ static void free_object(void *p)
 {
     if (!p)
         return;
-    ensure_init();
+    lf_ensure_init();
     struct region *r;
     struct span *s;
     lock();
@@ -729,33 +729,33 @@ static void free_object(void *p)
         return;
     }
     unsigned kind = s->kind;
-    unsigned c = (unsigned)(r - regions);
+    unsigned c = (unsigned)(r - lf_regions);
     if (r->large) {
-        hs.freed_since_gc += s->obj_bytes;
+        lf_hs.freed_since_gc += s->obj_bytes;
         mark_clear(r, p);
-        span_free(r, s);
+        lf_span_free(r, s);
         unlock();
         return;
     }
-    if (kinds[kind].uncollectable) {
+    if (lf_kinds[kind].uncollectable) {
         uint64_t bit = lowfat_slot_number(p) - r->q0;
         if (!(r->alloc_bits[bit >> 6] & (1ull << (bit & 63)))) {
             unlock();
-            warn("GC Warning: free of %p: the object was already freed; ignored\n",
+            lf_warn("GC Warning: free of %p: the object was already freed; ignored\n",
                  (uintptr_t)p);
             return;
         }
         set_alloc_bit(r, p, false);
     }
-    if (kinds[kind].clear)
+    if (lf_kinds[kind].clear)
         memset(p, 0, r->size);
-    hs.freed_since_gc += r->size;
+    lf_hs.freed_since_gc += r->size;
     if (s->state == SPAN_UNSWEPT) {
         /* The lazy sweep will find it: unmark it, mark it free. */
         mark_clear(r, p);
         slot_make_free(p, NULL);
     } else {
-        struct class_kind *ck = &class_kinds[c][kind];
+        struct class_kind *ck = &lf_class_kinds[c][kind];
         slot_make_free(p, ck->free);
         ck->free = p;
         class_kind_free_count[c][kind]++;
@@ -785,7 +785,7 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
         GC_free(p);
         return NULL;
     }
-    ensure_init();
+    lf_ensure_init();
     struct region *r;
     struct span *s;
     lock();
@@ -796,15 +796,15 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
         return NULL;
     size_t old = object_size(r, p);
     unsigned c = class_for(bytes);
-    if (c == (unsigned)(r - regions) &&
-        (!r->large || bytes + extra_bytes <= old)) {
+    if (c == (unsigned)(r - lf_regions) &&
+        (!r->large || bytes + lf_extra_bytes <= old)) {
         /* Same slot: clear what a shrink leaves behind so that stale
          * pointers there retain nothing. */
-        if (bytes < old && kinds[kind].clear)
+        if (bytes < old && lf_kinds[kind].clear)
             memset((char *)p + bytes, 0, old - bytes);
         return p;
     }
-    void *q = alloc_kind(bytes, kind);
+    void *q = lf_alloc_kind(bytes, kind);
     if (!q)
         return NULL;
     /* Everything GC_size reported as usable is copied. */
@@ -818,10 +818,10 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
  * base; lfgc_is_live tells free from allocated). */
 LFGC_EXPORT void *GC_base(void *p)
 {
-    if (!lowfat_is_ptr(p) || !chunk_map)
+    if (!lowfat_is_ptr(p) || !lf_chunk_map)
         return NULL;
     void *base = lowfat_base(p);
-    if (!chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
+    if (!lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
         return NULL;
     struct region *r = region_of(p);
     if (r->large && (uintptr_t)p - (uintptr_t)base >= object_size(r, base))
@@ -852,7 +852,7 @@ LFGC_EXPORT int lfgc_is_live(const void *p)
     uint64_t bit = lowfat_slot_number(base) - r->q0;
     if (!r->large && slot_is_free(base))
         return 0;
-    if (kinds[s->kind].uncollectable)
+    if (lf_kinds[s->kind].uncollectable)
         return (r->alloc_bits[bit >> 6] >> (bit & 63)) & 1;
     /* Large spans found dead are freed at once; small ones keep their dead
      * slots until the lazy sweep, and the mark bits tell those apart. */
@@ -864,11 +864,11 @@ LFGC_EXPORT int lfgc_is_live(const void *p)
 /* GC_expand_hp: the reported heap size grows by `bytes`, and that much
  * more can be allocated before the policy is consulted.  (The reported
  * size is the expanded size less what was given back to the OS.) */
-bool heap_expand(size_t bytes)
+bool lf_heap_expand(size_t bytes)
 {
     uint64_t now = GC_get_heap_size();
-    if (hs.max_heap && now + bytes > hs.max_heap)
+    if (lf_hs.max_heap && now + bytes > lf_hs.max_heap)
         return false;
-    hs.heap_target = now + bytes + hs.released_bytes;
+    lf_hs.heap_target = now + bytes + lf_hs.released_bytes;
     return true;
 }

@@ -28,7 +28,7 @@ LFGC_EXPORT int GC_get_find_leak(void) { return GC_find_leak; }
 LFGC_EXPORT void GC_set_find_leak(int v)
 {
     if (v && !GC_find_leak)
-        warn("GC Warning: GC_set_find_leak(%p): leak detection mode is not supported; "
+        lf_warn("GC Warning: GC_set_find_leak(%p): leak detection mode is not supported; "
              "collecting normally\n", (uintptr_t)v);
     GC_find_leak = v;
 }
@@ -45,12 +45,12 @@ static GC_warn_proc warn_proc = GC_default_warn_proc;
 
 LFGC_EXPORT void GC_init(void)
 {
-    ensure_init();
+    lf_ensure_init();
 }
 
 LFGC_EXPORT int GC_is_init_called(void)
 {
-    return gc_initialized;
+    return lf_gc_initialized;
 }
 
 LFGC_EXPORT unsigned GC_get_version(void)
@@ -63,12 +63,12 @@ LFGC_EXPORT unsigned GC_get_version(void)
 
 LFGC_EXPORT void *GC_malloc_uncollectable(size_t bytes)
 {
-    return alloc_kind(bytes, KIND_UNCOLLECTABLE);
+    return lf_alloc_kind(bytes, KIND_UNCOLLECTABLE);
 }
 
 LFGC_EXPORT void *GC_malloc_atomic_uncollectable(size_t bytes)
 {
-    return alloc_kind(bytes, KIND_AUNCOLLECTABLE);
+    return lf_alloc_kind(bytes, KIND_AUNCOLLECTABLE);
 }
 
 LFGC_EXPORT void *GC_malloc_ignore_off_page(size_t bytes)
@@ -85,14 +85,14 @@ LFGC_EXPORT void *GC_memalign(size_t align, size_t bytes)
 {
     if (align == 0 || (align & (align - 1)))
         return NULL;
-    return alloc_aligned(align, bytes, KIND_NORMAL);
+    return lf_alloc_aligned(align, bytes, KIND_NORMAL);
 }
 
 LFGC_EXPORT int GC_posix_memalign(void **result, size_t align, size_t bytes)
 {
     if (align < sizeof(void *) || (align & (align - 1)))
         return EINVAL;
-    void *p = alloc_aligned(align, bytes, KIND_NORMAL);
+    void *p = lf_alloc_aligned(align, bytes, KIND_NORMAL);
     if (!p)
         return ENOMEM;
     *result = p;
@@ -116,7 +116,7 @@ LFGC_EXPORT char *GC_strndup(const char *s, size_t n)
         return NULL;
     size_t len = strnlen(s, n);
     if (len == SIZE_MAX)
-        return oom(len);
+        return lf_oom(len);
     char *p = GC_malloc_atomic(len + 1);
     if (p) {
         memcpy(p, s, len);
@@ -141,7 +141,7 @@ LFGC_EXPORT void GC_enable(void)
     if (GC_dont_gc > 0)
         GC_dont_gc--;
     else
-        warn("GC Warning: GC_enable called without GC_disable (count %ld)\n",
+        lf_warn("GC Warning: GC_enable called without GC_disable (count %ld)\n",
              (uintptr_t)GC_dont_gc);
     unlock();
 }
@@ -169,7 +169,7 @@ LFGC_EXPORT int GC_try_to_collect(GC_stop_func stop_func)
 
 LFGC_EXPORT void GC_set_force_unmap_on_gcollect(int v) { force_unmap = v; }
 LFGC_EXPORT int GC_get_force_unmap_on_gcollect(void) { return force_unmap; }
-bool gcollect_unmaps(void) { return force_unmap != 0; }
+bool lf_gcollect_unmaps(void) { return force_unmap != 0; }
 
 LFGC_EXPORT void GC_noop1(GC_word v)
 {
@@ -198,15 +198,15 @@ LFGC_EXPORT GC_word GC_get_free_space_divisor(void)
 LFGC_EXPORT void GC_set_max_heap_size(GC_word bytes)
 {
     lock();
-    hs.max_heap = bytes;
+    lf_hs.max_heap = bytes;
     unlock();
 }
 
 LFGC_EXPORT int GC_expand_hp(size_t bytes)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
-    bool ok = heap_expand(bytes);
+    bool ok = lf_heap_expand(bytes);
     unlock();
     return ok;
 }
@@ -220,9 +220,9 @@ LFGC_EXPORT int GC_get_no_dls(void) { return GC_no_dls; }
 
 LFGC_EXPORT void GC_set_all_interior_pointers(int v)
 {
-    if (gc_initialized) {
-        if ((v != 0) != (extra_bytes != 0))
-            warn("GC Warning: GC_set_all_interior_pointers(%p) after GC_init: "
+    if (lf_gc_initialized) {
+        if ((v != 0) != (lf_extra_bytes != 0))
+            lf_warn("GC Warning: GC_set_all_interior_pointers(%p) after GC_init: "
                  "ignored\n", (uintptr_t)v);
         return;
     }
@@ -241,7 +241,7 @@ LFGC_EXPORT void GC_register_displacement(size_t offset)
 
 LFGC_EXPORT void *GC_call_with_alloc_lock(GC_fn_type fn, void *client_data)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
     void *r = fn(client_data);
     unlock();

@@ -36,9 +36,9 @@
 
 #include "internal.h"
 
-struct gc_heap_stats hs;
-bool print_stats;
-bool gc_initialized;
+struct gc_heap_stats lf_hs;
+bool lf_print_stats;
+bool lf_gc_initialized;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool collecting;
 
@@ -89,7 +89,7 @@ static uint64_t minor_traced_avg;
 static unsigned full_streak;            /* after the last unprofitable minor */
 static unsigned fulls_left;             /* of that streak                     */
 
-uint64_t now_ns(void)
+uint64_t lf_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -98,7 +98,7 @@ uint64_t now_ns(void)
 
 /* A size as bdwgc reads it from the environment: a number with an
  * optional k, m or g suffix. */
-size_t env_size(const char *name, size_t dflt, bool *found)
+size_t lf_env_size(const char *name, size_t dflt, bool *found)
 {
     const char *s = getenv(name);
     *found = false;
@@ -132,33 +132,33 @@ static int generational_by_environment(void)
 static void read_environment(void)
 {
     bool found;
-    hs.heap_target = env_size("GC_INITIAL_HEAP_SIZE", MIN_EXPANSION, &found);
-    size_t max = env_size("GC_MAXIMUM_HEAP_SIZE", 0, &found);
+    lf_hs.heap_target = lf_env_size("GC_INITIAL_HEAP_SIZE", MIN_EXPANSION, &found);
+    size_t max = lf_env_size("GC_MAXIMUM_HEAP_SIZE", 0, &found);
     if (found)
-        hs.max_heap = max;
-    size_t div = env_size("GC_FREE_SPACE_DIVISOR", 0, &found);
+        lf_hs.max_heap = max;
+    size_t div = lf_env_size("GC_FREE_SPACE_DIVISOR", 0, &found);
     if (found && div > 0)
         GC_free_space_divisor = div;
     if (getenv("GC_DONT_GC"))
         GC_dont_gc = 1;
     if (getenv("GC_PRINT_STATS"))
-        print_stats = true;
-    dirty_init(generational_by_environment() != 0);
+        lf_print_stats = true;
+    lf_dirty_init(generational_by_environment() != 0);
 }
 
 static void init_once_fn(void)
 {
-    threads_init();
-    alloc_init();
-    mark_init();
-    GC_parallel = (int)mark_markers() - 1;
+    lf_threads_init();
+    lf_alloc_init();
+    lf_mark_init();
+    GC_parallel = (int)lf_mark_markers() - 1;
     read_environment();
-    gc_initialized = true;
+    lf_gc_initialized = true;
 }
 
-void ensure_init(void)
+void lf_ensure_init(void)
 {
-    if (likely(gc_initialized))
+    if (likely(lf_gc_initialized))
         return;
     pthread_once(&init_once, init_once_fn);
 }
@@ -167,8 +167,8 @@ void ensure_init(void)
  * maps anything else. */
 __attribute__((constructor(101))) static void lfgc_load(void)
 {
-    layout_ok = layout_init();
-    roots_init();
+    lf_layout_ok = lf_layout_init();
+    lf_roots_init();
 }
 
 /* A minor collection costs what it traces: the young survivors, not the
@@ -183,24 +183,24 @@ static uint64_t young_threshold(uint64_t times)
     return times * 3 * minor_traced_avg / divisor;
 }
 
-bool should_collect(void)
+bool lf_should_collect(void)
 {
     if (GC_dont_gc || collecting)
         return false;
-    uint64_t since = AO_load((volatile AO_t *)&hs.allocd_since_gc);
-    uint64_t allocd = since > hs.freed_since_gc ? since - hs.freed_since_gc : 0;
+    uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
+    uint64_t allocd = since > lf_hs.freed_since_gc ? since - lf_hs.freed_since_gc : 0;
     /* Stacks count twice, as in bdwgc: they are expensive to scan. */
-    uint64_t scan = 2 * hs.est_ptrful + hs.est_ptrfree / 4 + roots_size() +
-                    2 * stacks_size();
+    uint64_t scan = 2 * lf_hs.est_ptrful + lf_hs.est_ptrfree / 4 + lf_roots_size() +
+                    2 * lf_stacks_size();
     uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
     uint64_t threshold = scan / divisor;
     if (threshold < MIN_BYTES_ALLOCD)
         threshold = MIN_BYTES_ALLOCD;
     if (threshold < young_threshold(2))
         threshold = young_threshold(2);
-    uint64_t most = AO_load(&hs.max_thread_allocd);
-    uint64_t caches = AO_load(&hs.caches_allocd);
-    uint64_t running = caches > hs.exited_allocd ? caches - hs.exited_allocd : 0;
+    uint64_t most = AO_load(&lf_hs.max_thread_allocd);
+    uint64_t caches = AO_load(&lf_hs.caches_allocd);
+    uint64_t running = caches > lf_hs.exited_allocd ? caches - lf_hs.exited_allocd : 0;
     if (most && running > most) {
         if (running > NURSERY_THREADS_MAX * most)
             running = NURSERY_THREADS_MAX * most;
@@ -212,7 +212,7 @@ bool should_collect(void)
 static uint64_t expansion_step(uint64_t need)
 {
     uint64_t divisor = GC_free_space_divisor ? GC_free_space_divisor : 1;
-    uint64_t step = hs.heap_bytes / divisor;
+    uint64_t step = lf_hs.heap_bytes / divisor;
     if (step < MIN_EXPANSION)
         step = MIN_EXPANSION;
     if (step > MAX_EXPANSION)
@@ -223,9 +223,9 @@ static uint64_t expansion_step(uint64_t need)
 /* Whether a full collection might find a growth step (at least `need`
  * bytes) that minor ones cannot: at most what they made old since the
  * last full one. */
-bool full_may_reclaim(uint64_t need)
+bool lf_full_may_reclaim(uint64_t need)
 {
-    uint64_t old = hs.live_bytes - hs.live_aging;
+    uint64_t old = lf_hs.live_bytes - lf_hs.live_aging;
     return old > full_old && old - full_old >= expansion_step(need);
 }
 
@@ -236,23 +236,23 @@ bool full_may_reclaim(uint64_t need)
  * again before the next collection due to allocation. */
 static bool early_minor_failed;
 
-bool minor_may_reclaim(uint64_t need)
+bool lf_minor_may_reclaim(uint64_t need)
 {
-    uint64_t since = AO_load((volatile AO_t *)&hs.allocd_since_gc);
-    return !early_minor_failed && dirty_enabled() &&
-           hs.live_aging >= expansion_step(need) && since >= young_threshold(1);
+    uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
+    return !early_minor_failed && lf_dirty_enabled() &&
+           lf_hs.live_aging >= expansion_step(need) && since >= young_threshold(1);
 }
 
 /* Grow the expanded size by heap / divisor (at least `need`), so that the
  * next collections come after proportionally more allocation. */
-void heap_expand_step(uint64_t need)
+void lf_heap_expand_step(uint64_t need)
 {
     uint64_t step = expansion_step(need);
-    uint64_t target = hs.heap_bytes + step;
-    if (hs.max_heap && target > hs.max_heap)
-        target = hs.max_heap;
-    if (target > hs.heap_target)
-        hs.heap_target = target;
+    uint64_t target = lf_hs.heap_bytes + step;
+    if (lf_hs.max_heap && target > lf_hs.max_heap)
+        target = lf_hs.max_heap;
+    if (target > lf_hs.heap_target)
+        lf_hs.heap_target = target;
 }
 
 static bool want_minor(enum collect_reason why)
@@ -267,79 +267,79 @@ static bool want_minor(enum collect_reason why)
     uint64_t room = full / PROMOTE_DIV;
     /* The next minor collection will likely promote about as much as the
      * last one did.  Objects of aging spans are not old yet. */
-    return hs.live_bytes - hs.live_aging + promoted_last_minor <= full + room;
+    return lf_hs.live_bytes - lf_hs.live_aging + promoted_last_minor <= full + room;
 }
 
 /* A collection, full or minor.  Lock held.  Every step runs with the
  * world stopped; reclaiming is deferred to allocation (lazy sweep). */
-void collect(enum collect_reason why)
+void lf_collect(enum collect_reason why)
 {
-    if (GC_dont_gc || collecting || !layout_ok)
+    if (GC_dont_gc || collecting || !lf_layout_ok)
         return;
     /* Every callee-saved register goes into this frame, above `here`:
      * the program's pointers held in registers are scanned with the
      * stack from here on, and the collector's own deeper frames are not. */
     __builtin_unwind_init();
     volatile char here = 0;
-    stacks_set_scan_start((const void *)&here);
+    lf_stacks_set_scan_start((const void *)&here);
     collecting = true;
-    sweepers_hold();
-    event(GC_EVENT_START);
-    mark_prepare();
-    uint64_t t0 = now_ns();
-    event(GC_EVENT_PRE_STOP_WORLD);
-    stop_world();
-    event(GC_EVENT_POST_STOP_WORLD);
+    lf_sweepers_hold();
+    lf_event(GC_EVENT_START);
+    lf_mark_prepare();
+    uint64_t t0 = lf_now_ns();
+    lf_event(GC_EVENT_PRE_STOP_WORLD);
+    lf_stop_world();
+    lf_event(GC_EVENT_POST_STOP_WORLD);
 
-    caches_discard();
+    lf_caches_discard();
 
-    event(GC_EVENT_MARK_START);
+    lf_event(GC_EVENT_MARK_START);
     /* Always asked, so that tracking starts (or recovers) at once, but
      * within a streak of full collections: the writes are learnt, and
      * pages protected, by the last one of the streak, in time for the
      * minor one after it. */
     bool tracked = fulls_left <= 1 || why == COLLECT_MINOR;
-    bool minor = tracked && dirty_begin() && want_minor(why);
+    bool minor = tracked && lf_dirty_begin() && want_minor(why);
     /* What a minor collection starts with marked: the old objects. */
-    uint64_t carried_ptrful = minor ? hs.live_ptrful - hs.live_aging_ptrful : 0;
+    uint64_t carried_ptrful = minor ? lf_hs.live_ptrful - lf_hs.live_aging_ptrful : 0;
     uint64_t carried_ptrfree =
-        minor ? hs.live_ptrfree - (hs.live_aging - hs.live_aging_ptrful) : 0;
-    uint64_t old_before = hs.live_bytes - hs.live_aging;
+        minor ? lf_hs.live_ptrfree - (lf_hs.live_aging - lf_hs.live_aging_ptrful) : 0;
+    uint64_t old_before = lf_hs.live_bytes - lf_hs.live_aging;
     if (minor)
-        mark_clear_aging();
+        lf_mark_clear_aging();
     else
-        mark_clear_all();
-    caches_mark();
-    mark_begin(minor ? traced_last_minor : hs.live_ptrful);
-    uint64_t old_rescanned = minor ? dirty_mark_old() : 0;
-    uncollectables_push();
-    roots_mark();
-    stacks_mark();
-    mark_finish();
-    event(GC_EVENT_MARK_END);
+        lf_mark_clear_all();
+    lf_caches_mark();
+    lf_mark_begin(minor ? traced_last_minor : lf_hs.live_ptrful);
+    uint64_t old_rescanned = minor ? lf_dirty_mark_old() : 0;
+    lf_uncollectables_push();
+    lf_roots_mark();
+    lf_stacks_mark();
+    lf_mark_finish();
+    lf_event(GC_EVENT_MARK_END);
 
-    event(GC_EVENT_RECLAIM_START);
-    sweep_after_mark(dirty_enabled());
-    event(GC_EVENT_RECLAIM_END);
+    lf_event(GC_EVENT_RECLAIM_START);
+    lf_sweep_after_mark(lf_dirty_enabled());
+    lf_event(GC_EVENT_RECLAIM_END);
     if (tracked)
-        dirty_protect();
+        lf_dirty_protect();
 
     GC_gc_no++;
-    hs.last_minor = minor;
+    lf_hs.last_minor = minor;
     if (minor) {
-        hs.minor_collections++;
+        lf_hs.minor_collections++;
         minors_since_full++;
-        uint64_t new_ptrful = hs.live_ptrful > carried_ptrful ? hs.live_ptrful - carried_ptrful : 0;
-        uint64_t new_ptrfree = hs.live_ptrfree > carried_ptrfree ? hs.live_ptrfree - carried_ptrfree : 0;
+        uint64_t new_ptrful = lf_hs.live_ptrful > carried_ptrful ? lf_hs.live_ptrful - carried_ptrful : 0;
+        uint64_t new_ptrfree = lf_hs.live_ptrfree > carried_ptrfree ? lf_hs.live_ptrfree - carried_ptrfree : 0;
         traced_last_minor = new_ptrful;
         /* One the program asked for, at a moment of its choosing, tells
          * little of what those that allocation triggers will find. */
         if (why != COLLECT_MINOR)
             minor_traced_avg = (3 * minor_traced_avg + new_ptrful) / 4;
-        uint64_t old_after = hs.live_bytes - hs.live_aging;
+        uint64_t old_after = lf_hs.live_bytes - lf_hs.live_aging;
         promoted_last_minor = old_after > old_before ? old_after - old_before : 0;
-        hs.est_ptrful = full_ptrful + new_ptrful;
-        hs.est_ptrfree = full_ptrfree + new_ptrfree;
+        lf_hs.est_ptrful = full_ptrful + new_ptrful;
+        lf_hs.est_ptrfree = full_ptrfree + new_ptrfree;
         if (2 * (old_rescanned + MINOR_FIXED_BYTES) >= full_ptrful) {
             full_streak = full_streak ? full_streak * 2 : 1;
             if (full_streak > MAX_FULL_STREAK)
@@ -354,49 +354,49 @@ void collect(enum collect_reason why)
         minors_since_full = 0;
         traced_last_minor = 0;      /* unknown: try a minor one next */
         promoted_last_minor = 0;
-        full_ptrful = hs.est_ptrful = hs.live_ptrful;
-        full_ptrfree = hs.est_ptrfree = hs.live_ptrfree;
-        full_old = hs.live_bytes - hs.live_aging;
+        full_ptrful = lf_hs.est_ptrful = lf_hs.live_ptrful;
+        full_ptrfree = lf_hs.est_ptrfree = lf_hs.live_ptrfree;
+        full_old = lf_hs.live_bytes - lf_hs.live_aging;
     }
     if (why == COLLECT_BEFORE_GROWTH)
-        early_minor_failed = hs.reclaimed_last < expansion_step(0);
+        early_minor_failed = lf_hs.reclaimed_last < expansion_step(0);
     else if (why == COLLECT_ALLOCATION)
         early_minor_failed = false;
-    hs.allocd_since_gc = 0;
-    hs.freed_since_gc = 0;
-    AO_store(&hs.caches_allocd, 0);
-    AO_store(&hs.max_thread_allocd, 0);
-    hs.exited_allocd = 0;
-    release_idle_spans(false);
+    lf_hs.allocd_since_gc = 0;
+    lf_hs.freed_since_gc = 0;
+    AO_store(&lf_hs.caches_allocd, 0);
+    AO_store(&lf_hs.max_thread_allocd, 0);
+    lf_hs.exited_allocd = 0;
+    lf_release_idle_spans(false);
 
-    event(GC_EVENT_PRE_START_WORLD);
-    start_world();
-    uint64_t pause = now_ns() - t0;
-    event(GC_EVENT_POST_START_WORLD);
-    stats_record_pause(pause);
-    if (print_stats)
-        stats_print_collection(pause);
-    sweepers_release();
+    lf_event(GC_EVENT_PRE_START_WORLD);
+    lf_start_world();
+    uint64_t pause = lf_now_ns() - t0;
+    lf_event(GC_EVENT_POST_START_WORLD);
+    lf_stats_record_pause(pause);
+    if (lf_print_stats)
+        lf_stats_print_collection(pause);
+    lf_sweepers_release();
     collecting = false;
-    event(GC_EVENT_END);
+    lf_event(GC_EVENT_END);
 }
 
 LFGC_EXPORT void GC_gcollect(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
-    collect(COLLECT_EXPLICIT);
-    if (gcollect_unmaps())
-        release_idle_spans(true);
+    lf_collect(COLLECT_EXPLICIT);
+    if (lf_gcollect_unmaps())
+        lf_release_idle_spans(true);
     unlock();
 }
 
 LFGC_EXPORT void GC_gcollect_and_unmap(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
-    collect(COLLECT_EXPLICIT);
-    release_idle_spans(true);
+    lf_collect(COLLECT_EXPLICIT);
+    lf_release_idle_spans(true);
     unlock();
 }
 
@@ -405,38 +405,38 @@ LFGC_EXPORT void GC_gcollect_and_unmap(void)
  * when the policy says it is time, as allocation would. */
 LFGC_EXPORT int GC_collect_a_little(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
-    if (should_collect())
-        collect(COLLECT_ALLOCATION);
+    if (lf_should_collect())
+        lf_collect(COLLECT_ALLOCATION);
     unlock();
     return 0;
 }
 
 LFGC_EXPORT int lfgc_collect_minor(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
     uint64_t before = GC_gc_no;
-    collect(COLLECT_MINOR);
-    int minor = GC_gc_no != before && hs.last_minor;
+    lf_collect(COLLECT_MINOR);
+    int minor = GC_gc_no != before && lf_hs.last_minor;
     unlock();
     return minor;
 }
 
 LFGC_EXPORT void GC_enable_incremental(void)
 {
-    ensure_init();
+    lf_ensure_init();
     /* The environment wins over the call, as GC_DISABLE_INCREMENTAL does
      * in bdwgc. */
     if (generational_by_environment() != 0) {
         lock();
-        dirty_init(true);
+        lf_dirty_init(true);
         unlock();
     }
 }
 
 LFGC_EXPORT int GC_is_incremental_mode(void)
 {
-    return dirty_enabled();
+    return lf_dirty_enabled();
 }

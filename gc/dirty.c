@@ -88,7 +88,7 @@ static bool register_with_uffd(void)
         owner_pid = getpid();
     }
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->reserved)
             continue;
         struct uffdio_register reg = {
@@ -116,9 +116,9 @@ static bool register_regions(void)
 /* Turn generational collection on or off.  On only if the kernel can
  * track writes: the regions are registered at once (the first collection
  * then finds every page written, and is full). */
-void dirty_init(bool enable)
+void lf_dirty_init(bool enable)
 {
-    wanted = enable && layout_ok && (tracking || register_regions());
+    wanted = enable && lf_layout_ok && (tracking || register_regions());
     if (!wanted) {
         uffd_drop();
         tracking = false;
@@ -127,7 +127,7 @@ void dirty_init(bool enable)
     }
 }
 
-bool dirty_enabled(void)
+bool lf_dirty_enabled(void)
 {
     return wanted;
 }
@@ -153,7 +153,7 @@ static uint64_t chunks_to_check(const struct region *r)
 static void forget_protections(void)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped)
             continue;
         for (uint64_t j = 0, n = chunks_to_check(r); j < n; j++)
@@ -166,7 +166,7 @@ static void forget_protections(void)
 static void span_pages(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
 {
     uint64_t qa, qb;
-    span_slots(r, j, &qa, &qb);
+    lf_span_slots(r, j, &qa, &qb);
     uint64_t end = r->large ? qa * r->size + r->spans[j].obj_bytes : qb * r->size;
     *lo = (qa * r->size) & ~(uint64_t)(PAGE_SIZE - 1);
     *hi = (end + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
@@ -251,7 +251,7 @@ static bool check_protections(void)
         return false;
     bool ok = true;
     for (unsigned c = 0; c < NUM_CLASSES && ok; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
             continue;
         uint64_t run = 0, run_end = 0;      /* chunks [run, run_end) to ask about */
@@ -283,14 +283,14 @@ static bool check_protections(void)
 /* World stopped, before marking: learn which pages were written since the
  * last collection.  True when a minor collection is possible; false means
  * this one must be full (tracking is being set up, or broke). */
-bool dirty_begin(void)
+bool lf_dirty_begin(void)
 {
     if (!wanted)
         return false;
     /* A child forked without the fork handlers would otherwise read and
      * protect its parent's pages through the inherited descriptors. */
     if (unlikely(uffd >= 0 && getpid() != owner_pid))
-        dirty_after_fork();
+        lf_dirty_after_fork();
     bool was_tracking = tracking && scanned_once;
     if (!tracking) {
         tracking = register_regions();
@@ -298,7 +298,7 @@ bool dirty_begin(void)
     }
     scanned_once = true;
     if (tracking && !check_protections()) {
-        if (print_stats)
+        if (lf_print_stats)
             fprintf(stderr, "lfgc: write tracking lost (%s); collections are "
                     "full until it is set up again\n", strerror(errno));
         tracking = false;
@@ -330,9 +330,9 @@ static void each_old_object(struct region *r, uint64_t lo, uint64_t hi,
         if (i >= end)
             break;
         uint64_t base = (i + r->q0) * r->size;
-        unsigned k = chunk_map[base >> CHUNK_SHIFT];
+        unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
         i++;
-        if (!k || kinds[k - 1].ptrfree)
+        if (!k || lf_kinds[k - 1].ptrfree)
             continue;
         uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes
                                 : r->size;
@@ -349,7 +349,7 @@ static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
     uint64_t a = base > lo ? base : lo;
     uint64_t b = base + len < hi ? base + len : hi;
     old_bytes_queued += b - a;
-    mark_push((void *)a, (void *)b);
+    lf_mark_push((void *)a, (void *)b);
 }
 
 /* Call fn(r, lo, hi) for every maximal run [lo, hi) of pages of spans
@@ -359,7 +359,7 @@ static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
 static bool each_unprotected_run(bool (*fn)(struct region *, uint64_t, uint64_t))
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
             continue;
         uint64_t run = 0, run_end = 0;  /* the open run               */
@@ -401,7 +401,7 @@ static bool scan_old_objects(struct region *r, uint64_t lo, uint64_t hi)
 /* Minor collection, after mark_begin: old objects on pages that may have
  * been written may now point to young ones; scan their parts there.
  * Returns how many bytes of them are to be scanned. */
-uint64_t dirty_mark_old(void)
+uint64_t lf_dirty_mark_old(void)
 {
     old_bytes_queued = 0;
     each_unprotected_run(scan_old_objects);
@@ -434,7 +434,7 @@ static bool page_points_to_aging(uint64_t p)
         uint64_t c = (w[i] >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
         if (c >= NUM_CLASSES)
             continue;
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped || r->large)
             continue;
         uint64_t base = slot_of(r, w[i]) * r->size;
@@ -460,15 +460,15 @@ static bool page_all_old(struct region *r, uint64_t p)
         return false;
     /* A page lies in at most two spans: check both ends. */
     uint64_t a = qa * r->size, b = (qb - 1) * r->size;
-    unsigned ka = chunk_map[a >> CHUNK_SHIFT];
-    unsigned kb = chunk_map[b >> CHUNK_SHIFT];
-    if (!ka || !kb || kinds[ka - 1].ptrfree || kinds[kb - 1].ptrfree)
+    unsigned ka = lf_chunk_map[a >> CHUNK_SHIFT];
+    unsigned kb = lf_chunk_map[b >> CHUNK_SHIFT];
+    if (!ka || !kb || lf_kinds[ka - 1].ptrfree || lf_kinds[kb - 1].ptrfree)
         return false;
     if (r->spans[span_index_of(r, a)].aging || r->spans[span_index_of(r, b)].aging)
         return false;
     if (!bits_all_set(r->mark_bits, qa - r->q0, qb - r->q0))
         return false;
-    return !hs.live_aging || !page_points_to_aging(p);
+    return !lf_hs.live_aging || !page_points_to_aging(p);
 }
 
 static bool protect(uint64_t lo, uint64_t hi)
@@ -503,7 +503,7 @@ static bool protect_old_pages(struct region *r, uint64_t lo, uint64_t hi)
  * hold only old objects, so that the next collection learns of writes to
  * them.  Other pages of spans with old objects stay unprotected and are
  * scanned as written next time; pages still protected stay so. */
-void dirty_protect(void)
+void lf_dirty_protect(void)
 {
     if (!tracking)
         return;
@@ -513,7 +513,7 @@ void dirty_protect(void)
 
 /* In a child after fork() the regions are no longer registered (the
  * descriptor belongs to the parent's registration). */
-void dirty_after_fork(void)
+void lf_dirty_after_fork(void)
 {
     uffd_drop();
     pagemap_drop();

@@ -63,11 +63,11 @@
 #define LINK_TAG ((uint64_t)1 << 63)
 static inline void *link_encode(void *next) { return (void *)((uintptr_t)next ^ LINK_TAG); }
 static inline void *link_decode(void *word) { return (void *)((uintptr_t)word ^ LINK_TAG); }
-extern uint64_t free_canary;
+extern uint64_t lf_free_canary;
 static inline bool slot_is_free(const void *slot)
 {
     const uint64_t *w = slot;
-    return (w[0] & LINK_TAG) && w[1] == free_canary;
+    return (w[0] & LINK_TAG) && w[1] == lf_free_canary;
 }
 /* Take the first slot of a non-empty free list, its link and canary
  * cleared: the one pop every allocation path shares. */
@@ -82,7 +82,7 @@ static inline void slot_make_free(void *slot, void *next)
 {
     void **w = slot;
     w[0] = link_encode(next);
-    ((uint64_t *)slot)[1] = free_canary;
+    ((uint64_t *)slot)[1] = lf_free_canary;
 }
 
 /* ------------------------------------------------------------------ */
@@ -133,31 +133,31 @@ struct region {
     uint8_t reserved;       /* address range reserved at start-up           */
 };
 
-extern struct region regions[NUM_CLASSES];
+extern struct region lf_regions[NUM_CLASSES];
 /* chunk_map[addr >> CHUNK_SHIFT] = 1 + kind of the span owning the slot
  * whose base is addr, 0 when no span in use owns it. */
-extern uint8_t *chunk_map;
-extern bool layout_ok;
+extern uint8_t *lf_chunk_map;
+extern bool lf_layout_ok;
 
-bool layout_init(void);
-bool region_map_metadata(struct region *r);
-uint64_t class_of_size(size_t bytes);              /* NUM_CLASSES if too big */
+bool lf_layout_init(void);
+bool lf_region_map_metadata(struct region *r);
+uint64_t lf_class_of_size(size_t bytes);              /* NUM_CLASSES if too big */
 static inline struct region *region_of(const void *p)
 {
-    return &regions[lowfat_index(p) - LOWFAT_FIRST_REGION];
+    return &lf_regions[lowfat_index(p) - LOWFAT_FIRST_REGION];
 }
 static inline uint64_t span_index_of(const struct region *r, uint64_t addr)
 {
     return ((addr - r->start) >> CHUNK_SHIFT) / r->span_chunks * r->span_chunks;
 }
 /* First and one-past-last slot numbers of the span at chunk index j. */
-void span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend);
+void lf_span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend);
 static inline uint64_t span_chunk_index(const struct region *r, const struct span *s)
 {
     return (uint64_t)(s - r->spans);
 }
 /* Bytes that a span of this region spans in memory, rounded to pages. */
-void span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi);
+void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi);
 
 /* ------------------------------------------------------------------ */
 /* Kinds                                                               */
@@ -168,7 +168,7 @@ struct kind {
     uint8_t uncollectable;  /* never reclaimed; scanned as a root           */
     uint8_t clear;          /* objects are zeroed                           */
 };
-extern struct kind kinds[MAX_KINDS];
+extern struct kind lf_kinds[MAX_KINDS];
 
 /* ------------------------------------------------------------------ */
 /* Allocation (alloc.c)                                                */
@@ -178,7 +178,7 @@ struct class_kind {
     void *free;             /* free list (encoded links)                    */
     struct span *unswept;   /* spans awaiting the lazy sweep                */
 };
-extern struct class_kind class_kinds[NUM_CLASSES][MAX_KINDS];
+extern struct class_kind lf_class_kinds[NUM_CLASSES][MAX_KINDS];
 
 /* Where a thread is in the span it sweeps lazily for a class and kind. */
 struct sweep_cursor {
@@ -197,38 +197,38 @@ struct thread_cache {
     uint64_t cycle;             /* GC_gc_no + 1 when cycle_allocd was reset */
     uint64_t cycle_allocd;      /* bytes added to hs since that collection */
 };
-extern __thread struct thread_cache *tl_cache __attribute__((tls_model("initial-exec")));
-extern struct thread_cache empty_cache;
+extern __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec")));
+extern struct thread_cache lf_empty_cache;
 
-extern uint8_t request_class[SMALL_REQUEST_MAX + 1];
-extern size_t extra_bytes;
+extern uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
+extern size_t lf_extra_bytes;
 
-void alloc_init(void);
-void *alloc_kind(size_t bytes, unsigned kind);
-void *alloc_aligned(size_t align, size_t bytes, unsigned kind);
-void caches_discard(void);
-extern volatile AO_t gc_pending;
-void sweepers_hold(void);
-void sweepers_release(void);
-void span_free(struct region *r, struct span *s);
-void release_idle_spans(bool all);
-bool heap_expand(size_t bytes);
-void *oom(size_t bytes);
-void warn(const char *fmt, uintptr_t arg);
+void lf_alloc_init(void);
+void *lf_alloc_kind(size_t bytes, unsigned kind);
+void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind);
+void lf_caches_discard(void);
+extern volatile AO_t lf_gc_pending;
+void lf_sweepers_hold(void);
+void lf_sweepers_release(void);
+void lf_span_free(struct region *r, struct span *s);
+void lf_release_idle_spans(bool all);
+bool lf_heap_expand(size_t bytes);
+void *lf_oom(size_t bytes);
+void lf_warn(const char *fmt, uintptr_t arg);
 
 /* ------------------------------------------------------------------ */
 /* Marking (mark.c) and sweeping (sweep.c)                             */
 
-void mark_init(void);
-void mark_prepare(void);
-void mark_begin(uint64_t expected_bytes);  /* bytes it expects to trace */
-void mark_finish(void);
-void mark_after_fork(void);
-unsigned mark_markers(void);
-void mark_set_markers(unsigned n);
-void mark_clear_all(void);
-void mark_range(const void *lo, const void *hi);   /* scan a root range    */
-void mark_push(const void *lo, const void *hi);    /* queue a range: scanned by a later drain */
+void lf_mark_init(void);
+void lf_mark_prepare(void);
+void lf_mark_begin(uint64_t expected_bytes);  /* bytes it expects to trace */
+void lf_mark_finish(void);
+void lf_mark_after_fork(void);
+unsigned lf_mark_markers(void);
+void lf_mark_set_markers(unsigned n);
+void lf_mark_clear_all(void);
+void lf_mark_range(const void *lo, const void *hi);   /* scan a root range    */
+void lf_mark_push(const void *lo, const void *hi);    /* queue a range: scanned by a later drain */
 /* Clear the mark of the object at p (a slot base), lock held: objects
  * freed explicitly must not look old to a minor collection. */
 static inline void mark_clear(struct region *r, const void *p)
@@ -236,54 +236,54 @@ static inline void mark_clear(struct region *r, const void *p)
     uint64_t bit = lowfat_slot_number(p) - r->q0;
     r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
 }
-void uncollectables_push(void);
-void sweep_after_mark(bool generational);
-void mark_clear_aging(void);
-void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
+void lf_uncollectables_push(void);
+void lf_sweep_after_mark(bool generational);
+void lf_mark_clear_aging(void);
+void *lf_sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);
 
 /* ------------------------------------------------------------------ */
 /* Written-page tracking for minor collections (dirty.c)               */
 
-void dirty_init(bool enable);
-bool dirty_enabled(void);
-bool dirty_begin(void);           /* false: this collection must be full  */
-uint64_t dirty_mark_old(void);       /* bytes of old objects queued */
-void dirty_protect(void);
-void dirty_after_fork(void);
+void lf_dirty_init(bool enable);
+bool lf_dirty_enabled(void);
+bool lf_dirty_begin(void);           /* false: this collection must be full  */
+uint64_t lf_dirty_mark_old(void);       /* bytes of old objects queued */
+void lf_dirty_protect(void);
+void lf_dirty_after_fork(void);
 
 /* ------------------------------------------------------------------ */
 /* Roots (roots.c)                                                     */
 
-void roots_init(void);
-void roots_mark(void);            /* data segments, user roots, stacks    */
-size_t roots_size(void);          /* bytes of roots seen by the last scan */
+void lf_roots_init(void);
+void lf_roots_mark(void);            /* data segments, user roots, stacks    */
+size_t lf_roots_size(void);          /* bytes of roots seen by the last scan */
 
 /* ------------------------------------------------------------------ */
 /* Threads (threads.c)                                                 */
 
-extern pthread_mutex_t gc_lock;
-void threads_init(void);
-struct thread_cache *thread_cache_create(void);
-void caches_mark(void);                 /* cache_mark() on every thread  */
-bool threads_sweeping(void);            /* some thread is in sweep_enter  */
-uint64_t threads_allocd_pending(void);  /* sum of the caches' allocd      */
-void cache_mark(struct thread_cache *tc);
-void cache_return(struct thread_cache *tc);
-void stop_world(void);
-void start_world(void);
-void stacks_set_scan_start(const void *sp);   /* see collect() */
-void stacks_mark(void);
-size_t stacks_size(void);       /* bytes of stack seen by the last scan */
-void lock_contended(void);
+extern pthread_mutex_t lf_gc_lock;
+void lf_threads_init(void);
+struct thread_cache *lf_thread_cache_create(void);
+void lf_caches_mark(void);                 /* lf_cache_mark() on every thread  */
+bool lf_threads_sweeping(void);            /* some thread is in sweep_enter  */
+uint64_t lf_threads_allocd_pending(void);  /* sum of the caches' allocd      */
+void lf_cache_mark(struct thread_cache *tc);
+void lf_cache_return(struct thread_cache *tc);
+void lf_stop_world(void);
+void lf_start_world(void);
+void lf_stacks_set_scan_start(const void *sp);   /* see lf_collect() */
+void lf_stacks_mark(void);
+size_t lf_stacks_size(void);       /* bytes of stack seen by the last scan */
+void lf_lock_contended(void);
 /* The lock, uncontended in one atomic instruction.  A thread that must wait
  * for it waits as in GC_do_blocking (see lock_contended). */
 static inline void lock(void)
 {
-    if (unlikely(pthread_mutex_trylock(&gc_lock) != 0))
-        lock_contended();
+    if (unlikely(pthread_mutex_trylock(&lf_gc_lock) != 0))
+        lf_lock_contended();
 }
-static inline void unlock(void) { pthread_mutex_unlock(&gc_lock); }
+static inline void unlock(void) { pthread_mutex_unlock(&lf_gc_lock); }
 
 /* ------------------------------------------------------------------ */
 /* Collection (collect.c) and statistics (stats.c)                     */
@@ -317,25 +317,25 @@ struct gc_heap_stats {
     uint64_t live_aging_ptrful; /* ... of them, in scanned kinds            */
     bool last_minor;            /* the last collection was minor           */
 };
-extern struct gc_heap_stats hs;
-extern bool print_stats;
-extern bool gc_initialized;
+extern struct gc_heap_stats lf_hs;
+extern bool lf_print_stats;
+extern bool lf_gc_initialized;
 
-void ensure_init(void);
-bool should_collect(void);
-bool gcollect_unmaps(void);
-void heap_expand_step(uint64_t need);
-bool full_may_reclaim(uint64_t need);
-bool minor_may_reclaim(uint64_t need);
+void lf_ensure_init(void);
+bool lf_should_collect(void);
+bool lf_gcollect_unmaps(void);
+void lf_heap_expand_step(uint64_t need);
+bool lf_full_may_reclaim(uint64_t need);
+bool lf_minor_may_reclaim(uint64_t need);
 /* Why a collection runs: only one triggered by allocation may be minor. */
 enum collect_reason { COLLECT_NONE, COLLECT_ALLOCATION, COLLECT_HEAP_FULL, COLLECT_EXPLICIT,
                       COLLECT_MINOR, COLLECT_BEFORE_GROWTH };
-void collect(enum collect_reason why);
-void stats_record_pause(uint64_t ns);
-void stats_print_collection(uint64_t pause_ns);
-void event(GC_EventType e);
-uint64_t now_ns(void);
-size_t env_size(const char *name, size_t dflt, bool *found);
+void lf_collect(enum collect_reason why);
+void lf_stats_record_pause(uint64_t ns);
+void lf_stats_print_collection(uint64_t pause_ns);
+void lf_event(GC_EventType e);
+uint64_t lf_now_ns(void);
+size_t lf_env_size(const char *name, size_t dflt, bool *found);
 
 #pragma GCC visibility pop
 #endif /* LFGC_INTERNAL_H */

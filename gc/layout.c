@@ -54,9 +54,9 @@ LFGC_EXPORT const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE] = {
 
 LFGC_EXPORT uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
 
-struct region regions[NUM_CLASSES];
-uint8_t *chunk_map;
-bool layout_ok;
+struct region lf_regions[NUM_CLASSES];
+uint8_t *lf_chunk_map;
+bool lf_layout_ok;
 
 _Static_assert(LOWFAT_FIRST_REGION >= 1, "region 0 is non-fat");
 _Static_assert(LOWFAT_FIRST_REGION + NUM_CLASSES <= LOWFAT_TABLE_SIZE,
@@ -86,7 +86,7 @@ static bool precision_ok(const struct region *r, uint64_t addr)
 
 static bool reserve_region(unsigned c)
 {
-    struct region *r = &regions[c];
+    struct region *r = &lf_regions[c];
     void *want = (void *)r->start;
     void *got = mmap(want, LOWFAT_REGION_SIZE, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
@@ -117,18 +117,18 @@ static bool reserve_region(unsigned c)
     return false;
 }
 
-bool layout_init(void)
+bool lf_layout_init(void)
 {
     uint64_t chunk_map_bytes = LOWFAT_HEAP_END >> CHUNK_SHIFT;
-    chunk_map = map_noreserve(chunk_map_bytes);
-    if (!chunk_map) {
+    lf_chunk_map = map_noreserve(chunk_map_bytes);
+    if (!lf_chunk_map) {
         fprintf(stderr, "lfgc: cannot map the chunk map (%llu MiB of address "
                 "space): %s\n", (unsigned long long)(chunk_map_bytes >> 20),
                 strerror(errno));
         return false;
     }
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         size_t idx = LOWFAT_FIRST_REGION + c;
         r->size = lowfat_sizes[idx];
         r->magic = lowfat_magics[idx];
@@ -166,7 +166,7 @@ bool layout_init(void)
     return true;
 }
 
-bool region_map_metadata(struct region *r)
+bool lf_region_map_metadata(struct region *r)
 {
     if (r->mapped)
         return true;
@@ -181,7 +181,7 @@ bool region_map_metadata(struct region *r)
     return true;
 }
 
-void span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend)
+void lf_span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend)
 {
     uint64_t lo = r->start + (j << CHUNK_SHIFT);
     uint64_t hi = lo + ((uint64_t)r->span_chunks << CHUNK_SHIFT);
@@ -192,10 +192,10 @@ void span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *
     *qend = b < qlast ? b : qlast;
 }
 
-void span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
+void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
 {
     uint64_t qa, qb;
-    span_slots(r, j, &qa, &qb);
+    lf_span_slots(r, j, &qa, &qb);
     /* The span owns the bytes of its slots, which may run into the next
      * chunk; only whole pages inside them may be given back. */
     *lo = (qa * r->size + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
@@ -204,11 +204,11 @@ void span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
         *hi = *lo;
 }
 
-uint64_t class_of_size(size_t bytes)
+uint64_t lf_class_of_size(size_t bytes)
 {
     if (bytes <= SMALL_REQUEST_MAX) {
         for (unsigned c = 0; c < NUM_CLASSES; c++)
-            if (regions[c].size >= bytes)
+            if (lf_regions[c].size >= bytes)
                 return c;
     }
     if (bytes > (1ull << 33))
@@ -217,7 +217,7 @@ uint64_t class_of_size(size_t bytes)
     if (log2 < 14)
         log2 = 14;
     uint64_t c = 41 + (log2 - 14);
-    if (c >= NUM_CLASSES || regions[c].magic == 0)
+    if (c >= NUM_CLASSES || lf_regions[c].magic == 0)
         return NUM_CLASSES;
     return c;
 }

@@ -142,7 +142,7 @@ push_slow(struct marker *m, uintptr_t *top, uintptr_t lo, uintptr_t hi, size_t w
     while ((size_t)(m->end - m->top) < words) {
         if (!stack_grow(m)) {
             if (AO_compare_and_swap_full(&overflowed, 0, 1))
-                AO_fetch_and_add1((volatile AO_t *)&hs.mark_overflows);
+                AO_fetch_and_add1((volatile AO_t *)&lf_hs.mark_overflows);
             return m->top;           /* marked, not scanned: recovered later
                                       * (an earlier growth may have moved
                                       * the stack) */
@@ -172,7 +172,7 @@ static inline uintptr_t *push_range(struct marker *m, uintptr_t *top, uintptr_t 
 /* The end of the object at base, a heap slot's base. */
 static inline uintptr_t object_end(uintptr_t base)
 {
-    const struct region *r = &regions[(base >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION];
+    const struct region *r = &lf_regions[(base >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION];
     return base + (r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes : r->size);
 }
 
@@ -200,10 +200,10 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
     uint64_t c = (w >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
     if (c >= NUM_CLASSES)
         return top;
-    const struct region *r = &regions[c];
+    const struct region *r = &lf_regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)w * r->magic) >> 64);
     uint64_t base = q * r->size;
-    unsigned k = chunk_map[base >> CHUNK_SHIFT];
+    unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
     if (!k)
         return top;                  /* no span in use owns that slot */
     uint64_t bit = q - r->q0;
@@ -218,7 +218,7 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
     } else {
         *word |= mask;
     }
-    if (kinds[k - 1].ptrfree)
+    if (lf_kinds[k - 1].ptrfree)
         return top;
     if (unlikely(top == m->end))
         return push_slow(m, top, base, 0, 1);
@@ -461,19 +461,19 @@ static void start_helpers(void)
 
 static unsigned requested_markers;      /* GC_set_markers_count, 0: unset */
 
-void mark_set_markers(unsigned n)
+void lf_mark_set_markers(unsigned n)
 {
     requested_markers = n;
 }
 
-void mark_init(void)
+void lf_mark_init(void)
 {
     bool found;
-    stack_limit = env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
+    stack_limit = lf_env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
     if (stack_limit < 16)
         stack_limit = 16;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t n = env_size("GC_MARKERS", cores > 0 ? (size_t)cores : 1, &found);
+    size_t n = lf_env_size("GC_MARKERS", cores > 0 ? (size_t)cores : 1, &found);
     if (requested_markers)
         n = requested_markers;
     if (n < 1)
@@ -486,14 +486,14 @@ void mark_init(void)
     stack_init(&markers[0], stack_limit < 65536 ? stack_limit : 65536);
 }
 
-unsigned mark_markers(void)
+unsigned lf_mark_markers(void)
 {
     return num_markers;
 }
 
 /* Before the world stops: start the helper threads the first time (and
  * after fork), so that creating them is not part of a pause. */
-void mark_prepare(void)
+void lf_mark_prepare(void)
 {
     if (num_markers > 1 && helpers_started + 1 < num_markers)
         start_helpers();
@@ -516,7 +516,7 @@ static void go_parallel(void)
  * mark is parallel from the start only when there is enough to scan (as
  * the last similar collection found); otherwise it goes parallel once
  * marker 0 alone has scanned that much. */
-void mark_begin(uint64_t expected_bytes)
+void lf_mark_begin(uint64_t expected_bytes)
 {
     AO_store_full(&overflowed, 0);
     markers[0].top = markers[0].stack;
@@ -526,7 +526,7 @@ void mark_begin(uint64_t expected_bytes)
         go_parallel();
 }
 
-void mark_range(const void *lo, const void *hi)
+void lf_mark_range(const void *lo, const void *hi)
 {
     struct marker *m = &markers[0];
     uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
@@ -546,7 +546,7 @@ void mark_range(const void *lo, const void *hi)
  * rather than a drain each.  The stack is drained once it is deep. */
 #define PUSH_DRAIN_DEPTH 4096
 
-void mark_push(const void *lo, const void *hi)
+void lf_mark_push(const void *lo, const void *hi)
 {
     struct marker *m = &markers[0];
     uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
@@ -560,7 +560,7 @@ void mark_push(const void *lo, const void *hi)
 
 /* Finish the mark: all markers drain the shared work to the end, then
  * overflows are recovered. */
-void mark_finish(void)
+void lf_mark_finish(void)
 {
     if (!parallel_now)
         drain(&markers[0]);         /* may go parallel */
@@ -576,7 +576,7 @@ void mark_finish(void)
 }
 
 /* After fork() only the forking thread exists: helpers must be made anew. */
-void mark_after_fork(void)
+void lf_mark_after_fork(void)
 {
     helpers_started = 0;
     AO_store(&sleeping_helpers, 0);
@@ -593,14 +593,14 @@ static bool mark_is_set(const struct region *r, uint64_t q)
     return (r->mark_bits[bit >> 6] >> (bit & 63)) & 1;
 }
 
-void mark_clear_all(void)
+void lf_mark_clear_all(void)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
             continue;
         uint64_t qa, qb;
-        span_slots(r, r->next_chunk - r->span_chunks, &qa, &qb);
+        lf_span_slots(r, r->next_chunk - r->span_chunks, &qa, &qb);
         uint64_t bits = qb - r->q0;
         memset(r->mark_bits, 0, (bits + 63) / 64 * 8);
     }
@@ -621,12 +621,12 @@ static void clear_bits(uint64_t *bits, uint64_t from, uint64_t to)
 /* Minor collection, before anything is marked: objects of aging spans are
  * young again.  No protected page points to them (dirty.c), so whatever
  * still reaches them is traced by this collection. */
-void mark_clear_aging(void)
+void lf_mark_clear_aging(void)
 {
-    if (!hs.live_aging)
+    if (!lf_hs.live_aging)
         return;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk || r->large)
             continue;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
@@ -634,35 +634,35 @@ void mark_clear_aging(void)
             if (!s->aging)
                 continue;
             uint64_t qa, qb;
-            span_slots(r, j, &qa, &qb);
+            lf_span_slots(r, j, &qa, &qb);
             clear_bits(r->mark_bits, qa - r->q0, qb - r->q0);
             s->aging = 0;
         }
     }
-    hs.live_aging = hs.live_aging_ptrful = 0;
+    lf_hs.live_aging = lf_hs.live_aging_ptrful = 0;
 }
 
 /* Uncollectable objects are roots: mark and scan every allocated one. */
-void uncollectables_push(void)
+void lf_uncollectables_push(void)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped)
             continue;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
             struct span *s = &r->spans[j];
-            if (s->state == SPAN_UNUSED || !kinds[s->kind].uncollectable)
+            if (s->state == SPAN_UNUSED || !lf_kinds[s->kind].uncollectable)
                 continue;
             uint64_t qa, qb;
-            span_slots(r, j, &qa, &qb);
+            lf_span_slots(r, j, &qa, &qb);
             for (uint64_t q = qa; q < qb; q++) {
                 uint64_t bit = q - r->q0;
                 if (!((r->alloc_bits[bit >> 6] >> (bit & 63)) & 1))
                     continue;
                 AO_or((volatile AO_t *)&r->mark_bits[bit >> 6], 1ull << (bit & 63));
-                if (!kinds[s->kind].ptrfree) {
+                if (!lf_kinds[s->kind].ptrfree) {
                     uint64_t len = r->large ? s->obj_bytes : r->size;
-                    mark_range((void *)(q * r->size), (void *)(q * r->size + len));
+                    lf_mark_range((void *)(q * r->size), (void *)(q * r->size + len));
                 }
             }
         }
@@ -680,20 +680,20 @@ static void mark_recover_overflow(void)
     recovering = true;
     while (AO_compare_and_swap_full(&overflowed, 1, 0)) {
         for (unsigned c = 0; c < NUM_CLASSES; c++) {
-            struct region *r = &regions[c];
+            struct region *r = &lf_regions[c];
             if (!r->mapped)
                 continue;
             for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
                 struct span *s = &r->spans[j];
-                if (s->state == SPAN_UNUSED || kinds[s->kind].ptrfree)
+                if (s->state == SPAN_UNUSED || lf_kinds[s->kind].ptrfree)
                     continue;
                 uint64_t qa, qb;
-                span_slots(r, j, &qa, &qb);
+                lf_span_slots(r, j, &qa, &qb);
                 for (uint64_t q = qa; q < qb; q++) {
                     if (!mark_is_set(r, q))
                         continue;
                     uint64_t len = r->large ? s->obj_bytes : r->size;
-                    mark_range((void *)(q * r->size), (void *)(q * r->size + len));
+                    lf_mark_range((void *)(q * r->size), (void *)(q * r->size + len));
                 }
             }
         }

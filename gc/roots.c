@@ -61,10 +61,10 @@ static void exclude(uintptr_t lo, uintptr_t hi)
     excluded.n++;
 }
 
-void roots_init(void)
+void lf_roots_init(void)
 {
     /* The global free-list heads point at free slots: no root. */
-    exclude((uintptr_t)&class_kinds, (uintptr_t)(&class_kinds + 1));
+    exclude((uintptr_t)&lf_class_kinds, (uintptr_t)(&lf_class_kinds + 1));
 }
 
 /* Scan [lo, hi) minus the excluded ranges. */
@@ -77,13 +77,13 @@ static void mark_root_range(uintptr_t lo, uintptr_t hi)
         if (e.lo >= hi)
             break;
         if (e.lo > lo) {
-            mark_range((void *)lo, (void *)e.lo);
+            lf_mark_range((void *)lo, (void *)e.lo);
             last_roots_bytes += e.lo - lo;
         }
         lo = e.hi;
     }
     if (lo < hi) {
-        mark_range((void *)lo, (void *)hi);
+        lf_mark_range((void *)lo, (void *)hi);
         last_roots_bytes += hi - lo;
     }
 }
@@ -125,7 +125,7 @@ static int mark_object_segments(struct dl_phdr_info *info, size_t size, void *da
     return 0;
 }
 
-void roots_mark(void)
+void lf_roots_mark(void)
 {
     last_roots_bytes = 0;
     int index = 0;
@@ -134,14 +134,14 @@ void roots_mark(void)
         mark_root_range(user_roots.r[i].lo, user_roots.r[i].hi);
 }
 
-size_t roots_size(void)
+size_t lf_roots_size(void)
 {
     return last_roots_bytes;
 }
 
 LFGC_EXPORT void GC_add_roots(void *low, void *high)
 {
-    ensure_init();
+    lf_ensure_init();
     if ((uintptr_t)low >= (uintptr_t)high)
         return;
     lock();
@@ -162,7 +162,7 @@ LFGC_EXPORT void GC_add_roots(void *low, void *high)
         user_roots.r[user_roots.n].hi = (uintptr_t)high;
         user_roots.n++;
     } else {
-        warn("GC Warning: GC_add_roots: out of memory for the root table (%p)\n",
+        lf_warn("GC Warning: GC_add_roots: out of memory for the root table (%p)\n",
              (uintptr_t)low);
     }
     unlock();
@@ -170,7 +170,7 @@ LFGC_EXPORT void GC_add_roots(void *low, void *high)
 
 LFGC_EXPORT void GC_remove_roots(void *low, void *high)
 {
-    ensure_init();
+    lf_ensure_init();
     uintptr_t lo = (uintptr_t)low, hi = (uintptr_t)high;
     lock();
     /* As bdwgc: remove the ranges that lie wholly inside [low, high). */
@@ -187,7 +187,7 @@ LFGC_EXPORT void GC_remove_roots(void *low, void *high)
 
 LFGC_EXPORT void GC_clear_roots(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
     user_roots.n = 0;
     unlock();
@@ -195,7 +195,7 @@ LFGC_EXPORT void GC_clear_roots(void)
 
 LFGC_EXPORT void GC_exclude_static_roots(void *low, void *high)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
     exclude((uintptr_t)low, (uintptr_t)high);
     unlock();

@@ -12,7 +12,7 @@ static uint64_t max_pause, total_pause, last_pause;
 static GC_on_collection_event_proc on_event;
 static GC_start_callback_proc on_start;
 
-void stats_record_pause(uint64_t ns)
+void lf_stats_record_pause(uint64_t ns)
 {
     pauses[pause_count % PAUSE_RING] = ns;
     pause_count++;
@@ -22,18 +22,18 @@ void stats_record_pause(uint64_t ns)
         max_pause = ns;
 }
 
-void stats_print_collection(uint64_t pause_ns)
+void lf_stats_print_collection(uint64_t pause_ns)
 {
     fprintf(stderr,
             "lfgc: collection %lu (%s): heap %llu KiB, live %llu KiB, "
             "reclaimed %llu KiB, pause %.3f ms\n",
-            (unsigned long)GC_gc_no, hs.last_minor ? "minor" : "full",
-            (unsigned long long)(hs.heap_bytes >> 10),
-            (unsigned long long)(hs.live_bytes >> 10),
-            (unsigned long long)(hs.reclaimed_last >> 10), pause_ns / 1e6);
+            (unsigned long)GC_gc_no, lf_hs.last_minor ? "minor" : "full",
+            (unsigned long long)(lf_hs.heap_bytes >> 10),
+            (unsigned long long)(lf_hs.live_bytes >> 10),
+            (unsigned long long)(lf_hs.reclaimed_last >> 10), pause_ns / 1e6);
 }
 
-void event(GC_EventType e)
+void lf_event(GC_EventType e)
 {
     if (e == GC_EVENT_START && on_start)
         on_start();
@@ -67,17 +67,17 @@ LFGC_EXPORT GC_start_callback_proc GC_get_start_callback(void)
 
 static uint64_t in_use_bytes(void)
 {
-    uint64_t allocd = hs.allocd_since_gc > hs.freed_since_gc
-                          ? hs.allocd_since_gc - hs.freed_since_gc : 0;
-    return hs.live_bytes + allocd;
+    uint64_t allocd = lf_hs.allocd_since_gc > lf_hs.freed_since_gc
+                          ? lf_hs.allocd_since_gc - lf_hs.freed_since_gc : 0;
+    return lf_hs.live_bytes + allocd;
 }
 
 LFGC_EXPORT size_t GC_get_heap_size(void)
 {
     /* As bdwgc: the expanded size, less what was given back to the OS. */
-    uint64_t expanded = hs.heap_target > hs.released_bytes
-                            ? hs.heap_target - hs.released_bytes : 0;
-    return hs.heap_bytes > expanded ? hs.heap_bytes : expanded;
+    uint64_t expanded = lf_hs.heap_target > lf_hs.released_bytes
+                            ? lf_hs.heap_target - lf_hs.released_bytes : 0;
+    return lf_hs.heap_bytes > expanded ? lf_hs.heap_bytes : expanded;
 }
 
 LFGC_EXPORT size_t GC_get_free_bytes(void)
@@ -88,7 +88,7 @@ LFGC_EXPORT size_t GC_get_free_bytes(void)
 
 LFGC_EXPORT size_t GC_get_unmapped_bytes(void)
 {
-    return hs.released_bytes;
+    return lf_hs.released_bytes;
 }
 
 LFGC_EXPORT size_t GC_get_memory_use(void)
@@ -98,7 +98,7 @@ LFGC_EXPORT size_t GC_get_memory_use(void)
 
 LFGC_EXPORT size_t GC_get_expl_freed_bytes_since_gc(void)
 {
-    return hs.freed_since_gc;
+    return lf_hs.freed_since_gc;
 }
 
 LFGC_EXPORT unsigned long GC_get_full_gc_total_time(void)
@@ -108,13 +108,13 @@ LFGC_EXPORT unsigned long GC_get_full_gc_total_time(void)
 
 LFGC_EXPORT size_t GC_get_bytes_since_gc(void)
 {
-    return hs.allocd_since_gc;
+    return lf_hs.allocd_since_gc;
 }
 
 LFGC_EXPORT size_t GC_get_total_bytes(void)
 {
     lock();
-    size_t n = hs.total_allocd + threads_allocd_pending();
+    size_t n = lf_hs.total_allocd + lf_threads_allocd_pending();
     unlock();
     return n;
 }
@@ -135,11 +135,11 @@ LFGC_EXPORT void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
     if (free_bytes)
         *free_bytes = GC_get_free_bytes();
     if (unmapped_bytes)
-        *unmapped_bytes = hs.released_bytes;
+        *unmapped_bytes = lf_hs.released_bytes;
     if (bytes_since_gc)
-        *bytes_since_gc = hs.allocd_since_gc;
+        *bytes_since_gc = lf_hs.allocd_since_gc;
     if (total_bytes)
-        *total_bytes = hs.total_allocd + threads_allocd_pending();
+        *total_bytes = lf_hs.total_allocd + lf_threads_allocd_pending();
     unlock();
 }
 
@@ -149,14 +149,14 @@ LFGC_EXPORT void lfgc_get_stats(struct lfgc_stats *out)
     memset(out, 0, sizeof *out);
     out->collections = GC_gc_no;
     out->heap_bytes = GC_get_heap_size();
-    out->live_bytes = hs.live_bytes;
-    out->reclaimed_bytes = hs.reclaimed_last;
-    out->total_allocated = hs.total_allocd + threads_allocd_pending();
+    out->live_bytes = lf_hs.live_bytes;
+    out->reclaimed_bytes = lf_hs.reclaimed_last;
+    out->total_allocated = lf_hs.total_allocd + lf_threads_allocd_pending();
     out->last_pause_ns = last_pause;
     out->max_pause_ns = max_pause;
     out->total_pause_ns = total_pause;
-    out->mark_stack_overflows = hs.mark_overflows;
-    out->minor_collections = hs.minor_collections;
+    out->mark_stack_overflows = lf_hs.mark_overflows;
+    out->minor_collections = lf_hs.minor_collections;
     unlock();
 }
 
@@ -175,15 +175,15 @@ LFGC_EXPORT size_t lfgc_get_pauses(uint64_t *ns, size_t max)
 
 LFGC_EXPORT void GC_dump(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
     fprintf(stderr, "lfgc heap: %llu KiB in use or pooled, %llu KiB released, "
             "%llu KiB live after collection %lu\n",
-            (unsigned long long)(hs.heap_bytes >> 10),
-            (unsigned long long)(hs.released_bytes >> 10),
-            (unsigned long long)(hs.live_bytes >> 10), (unsigned long)GC_gc_no);
+            (unsigned long long)(lf_hs.heap_bytes >> 10),
+            (unsigned long long)(lf_hs.released_bytes >> 10),
+            (unsigned long long)(lf_hs.live_bytes >> 10), (unsigned long)GC_gc_no);
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
             continue;
         uint64_t in_use = 0, unswept = 0, pooled = 0;

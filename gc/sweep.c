@@ -44,11 +44,11 @@ static size_t count_alloc_bits(const struct region *r, uint64_t qa, uint64_t qb)
  * next minor collection gives their objects one more chance to die young.
  * (A full collection that finds structures under construction would
  * otherwise make them old, and garbage soon after.) */
-void sweep_after_mark(bool generational)
+void lf_sweep_after_mark(bool generational)
 {
     uint64_t live_ptrful = 0, live_ptrfree = 0, live_aging = 0, aging_ptrful = 0;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &regions[c];
+        struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
             continue;
         /* Backwards, so that each unswept list comes out in address order. */
@@ -60,9 +60,9 @@ void sweep_after_mark(bool generational)
             s->old = s->nursery = s->aging = 0;
             if (s->state == SPAN_UNUSED)
                 continue;
-            const struct kind *kd = &kinds[s->kind];
+            const struct kind *kd = &lf_kinds[s->kind];
             uint64_t qa, qb;
-            span_slots(r, j, &qa, &qb);
+            lf_span_slots(r, j, &qa, &qb);
             size_t n = kd->uncollectable ? count_alloc_bits(r, qa, qb)
                                          : popcount_range(r->mark_bits, qa - r->q0, qb - r->q0);
             uint64_t bytes = r->large ? s->obj_bytes * n : r->size * n;
@@ -81,24 +81,24 @@ void sweep_after_mark(bool generational)
                 s->old = n > 0 && !kd->ptrfree;
             }
             if (n == 0) {
-                span_free(r, s);
+                lf_span_free(r, s);
             } else if (r->large || n == qb - qa) {
                 s->state = SPAN_SWEPT;      /* nothing to reclaim */
             } else {
-                struct class_kind *ck = &class_kinds[c][s->kind];
+                struct class_kind *ck = &lf_class_kinds[c][s->kind];
                 s->state = SPAN_UNSWEPT;
                 s->next = ck->unswept;
                 ck->unswept = s;
             }
         }
     }
-    uint64_t before = hs.live_bytes + hs.allocd_since_gc;
-    hs.live_ptrful = live_ptrful;
-    hs.live_ptrfree = live_ptrfree;
-    hs.live_bytes = live_ptrful + live_ptrfree;
-    hs.live_aging = live_aging;
-    hs.live_aging_ptrful = aging_ptrful;
-    hs.reclaimed_last = before > hs.live_bytes ? before - hs.live_bytes : 0;
+    uint64_t before = lf_hs.live_bytes + lf_hs.allocd_since_gc;
+    lf_hs.live_ptrful = live_ptrful;
+    lf_hs.live_ptrfree = live_ptrfree;
+    lf_hs.live_bytes = live_ptrful + live_ptrfree;
+    lf_hs.live_aging = live_aging;
+    lf_hs.live_aging_ptrful = aging_ptrful;
+    lf_hs.reclaimed_last = before > lf_hs.live_bytes ? before - lf_hs.live_bytes : 0;
 }
 
 /* Sweep bitmap indices [*next, end) of region r until `want` dead slots
@@ -106,7 +106,7 @@ void sweep_after_mark(bool generational)
  * if none) and advance *next past what was examined.  Dead slots come in
  * runs (whole dead structures); each run is cleared with one memset when
  * `clear` is set, then linked. */
-void *sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
+void *lf_sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count)
 {
     const uint64_t size = r->size;

@@ -32,7 +32,7 @@
 
 #include "internal.h"
 
-pthread_mutex_t gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+pthread_mutex_t lf_gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 
 enum thread_state { T_RUNNING, T_BLOCKING, T_FINISHED };
 
@@ -227,7 +227,7 @@ static struct thread_rec *register_self(uintptr_t bottom)
     rec->next = threads;
     threads = rec;
     tl_self = rec;
-    tl_cache = &rec->cache;
+    lf_tl_cache = &rec->cache;
     unlock();
     pthread_setspecific(exit_key, rec);
     return rec;
@@ -242,8 +242,8 @@ static void unregister_self(void *retval, bool keep_record)
     if (!me)
         return;
     lock();
-    cache_return(&me->cache);
-    tl_cache = &empty_cache;
+    lf_cache_return(&me->cache);
+    lf_tl_cache = &lf_empty_cache;
     tl_self = NULL;
     if (keep_record && !me->detached) {
         me->retval = retval;
@@ -263,7 +263,7 @@ static void exit_destructor(void *arg)
     unregister_self(NULL, false);
 }
 
-struct thread_cache *thread_cache_create(void)
+struct thread_cache *lf_thread_cache_create(void)
 {
     struct thread_rec *me = tl_self;
     if (!me)
@@ -271,13 +271,13 @@ struct thread_cache *thread_cache_create(void)
     return me ? &me->cache : NULL;
 }
 
-void caches_mark(void)
+void lf_caches_mark(void)
 {
     for (struct thread_rec *t = threads; t; t = t->next)
-        cache_mark(&t->cache);
+        lf_cache_mark(&t->cache);
 }
 
-bool threads_sweeping(void)
+bool lf_threads_sweeping(void)
 {
     for (struct thread_rec *t = threads; t; t = t->next)
         if (AO_load_full(&t->cache.sweeping))
@@ -287,7 +287,7 @@ bool threads_sweeping(void)
 
 /* Bytes threads refilled and have not yet counted (read racily: a
  * statistic). */
-uint64_t threads_allocd_pending(void)
+uint64_t lf_threads_allocd_pending(void)
 {
     uint64_t n = 0;
     for (struct thread_rec *t = threads; t; t = t->next)
@@ -363,7 +363,7 @@ static void install_handlers(void)
 
 static void wait_for_acks(unsigned sent);
 
-void stop_world(void)
+void lf_stop_world(void)
 {
     struct thread_rec *me = tl_self;
     unsigned sent = 0;
@@ -400,7 +400,7 @@ static void wait_for_acks(unsigned sent)
         clock_gettime(CLOCK_REALTIME, &deadline);
         deadline.tv_sec += 10;
         if (sem_timedwait(&ack_sem, &deadline) != 0 && errno == ETIMEDOUT)
-            warn("GC Warning: a thread has not answered the suspend signal "
+            lf_warn("GC Warning: a thread has not answered the suspend signal "
                  "(%p) for 10 s; is it blocked in that thread?\n",
                  (uintptr_t)sig_suspend);
     }
@@ -409,7 +409,7 @@ static void wait_for_acks(unsigned sent)
         ;
 }
 
-void start_world(void)
+void lf_start_world(void)
 {
     AO_fetch_and_add1_full(&world_epoch);
     for (struct thread_rec *t = threads; t; t = t->next)
@@ -426,7 +426,7 @@ void start_world(void)
 /* ------------------------------------------------------------------ */
 /* Stacks                                                              */
 
-size_t stacks_size(void)
+size_t lf_stacks_size(void)
 {
     return last_stacks_bytes;
 }
@@ -435,7 +435,7 @@ static void mark_stack_range(uintptr_t lo, uintptr_t hi)
 {
     if (lo >= hi)
         return;
-    mark_range((void *)lo, (void *)hi);
+    lf_mark_range((void *)lo, (void *)hi);
     last_stacks_bytes += hi - lo;
 }
 
@@ -538,17 +538,17 @@ static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
 }
 
 /* Where the collecting thread's own stack is scanned from: a point in the
- * frame of collect(), below the registers it saved on entry.  The frames
+ * frame of lf_collect(), below the registers it saved on entry.  The frames
  * the collector has used since lie deeper and are not scanned, so that
  * what it left there (heap page addresses, say) retains nothing. */
 static uintptr_t own_scan_start;
 
-void stacks_set_scan_start(const void *sp)
+void lf_stacks_set_scan_start(const void *sp)
 {
     own_scan_start = (uintptr_t)sp;
 }
 
-void stacks_mark(void)
+void lf_stacks_mark(void)
 {
     struct thread_rec *me = tl_self;
     last_stacks_bytes = 0;
@@ -557,7 +557,7 @@ void stacks_mark(void)
     else
         scan_stack_off(NULL, own_scan_start, stack_bottom_of_self());
     for (struct thread_rec *t = threads; t; t = t->next) {
-        mark_range(&t->retval, &t->retval + 1);
+        lf_mark_range(&t->retval, &t->retval + 1);
         uint8_t state = state_of(t);
         if (state == T_FINISHED)
             continue;
@@ -571,7 +571,7 @@ void stacks_mark(void)
         }
         if (!t->suspended)
             continue;
-        mark_range(t->regs, t->regs + NGREG);
+        lf_mark_range(t->regs, t->regs + NGREG);
         scan_stack(t, t->stack_sp);
     }
 }
@@ -584,12 +584,12 @@ void stacks_mark(void)
 static void atfork_prepare(void)
 {
     lock();
-    sweepers_hold();
+    lf_sweepers_hold();
 }
 
 static void atfork_parent(void)
 {
-    sweepers_release();
+    lf_sweepers_release();
     unlock();
 }
 
@@ -612,18 +612,18 @@ static void atfork_child(void)
     }
     if (me)
         me->id = pthread_self();
-    AO_store(&gc_pending, 0);
+    AO_store(&lf_gc_pending, 0);
     sem_init(&ack_sem, 0, 0);
-    mark_after_fork();
-    dirty_after_fork();
+    lf_mark_after_fork();
+    lf_dirty_after_fork();
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
     pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-    pthread_mutex_init(&gc_lock, &attr);
+    pthread_mutex_init(&lf_gc_lock, &attr);
     pthread_mutexattr_destroy(&attr);
 }
 
-void threads_init(void)
+void lf_threads_init(void)
 {
     sem_init(&ack_sem, 0, 0);
     pthread_key_create(&exit_key, exit_destructor);
@@ -645,20 +645,20 @@ void threads_init(void)
 
 LFGC_EXPORT void GC_allow_register_threads(void)
 {
-    ensure_init();
+    lf_ensure_init();
     allow_register = true;
 }
 
 LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
 {
-    ensure_init();
+    lf_ensure_init();
     if (tl_self)
         return GC_DUPLICATE;
     /* As in bdwgc, a program that created a thread with GC_pthread_create
      * may register others; otherwise say so, once. */
     static volatile AO_t warned;
     if (!allow_register && AO_compare_and_swap_full(&warned, 0, 1))
-        warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
+        lf_warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
              "(thread %p); registering anyway (said once)\n", (uintptr_t)pthread_self());
     uintptr_t bottom = sb && sb->mem_base ? (uintptr_t)sb->mem_base : stack_bottom_of_self();
     return register_self(bottom) ? GC_SUCCESS : GC_NO_MEMORY;
@@ -714,18 +714,18 @@ static void __attribute__((noinline)) enter_blocking(struct thread_rec *me)
  * wait, on an idle CPU, to answer a signal costs tens of microseconds per
  * collection.  The state goes back to running once the lock is ours: no
  * collection runs while we hold it. */
-void __attribute__((noinline)) lock_contended(void)
+void __attribute__((noinline)) lf_lock_contended(void)
 {
     __builtin_unwind_init();
     volatile uintptr_t here = 0;
     struct thread_rec *me = tl_self;
     if (!me || __atomic_load_n(&me->state, __ATOMIC_RELAXED) != T_RUNNING) {
-        pthread_mutex_lock(&gc_lock);
+        pthread_mutex_lock(&lf_gc_lock);
         return;
     }
     me->blocking_sp = (uintptr_t)&here;
     __atomic_store_n(&me->state, T_BLOCKING, __ATOMIC_RELEASE);
-    pthread_mutex_lock(&gc_lock);
+    pthread_mutex_lock(&lf_gc_lock);
     __atomic_store_n(&me->state, T_RUNNING, __ATOMIC_RELAXED);
 }
 
@@ -742,7 +742,7 @@ LFGC_EXPORT void GC_set_stackbottom(void *gc_thread, const struct GC_stack_base 
 {
     struct thread_rec *t = gc_thread ? gc_thread : tl_self;
     if (!t || !sb || !sb->mem_base) {
-        warn("GC Warning: GC_set_stackbottom: no registered thread or no base (%p); "
+        lf_warn("GC Warning: GC_set_stackbottom: no registered thread or no base (%p); "
              "ignored\n", (uintptr_t)(sb ? sb->mem_base : NULL));
         return;
     }
@@ -770,13 +770,13 @@ LFGC_EXPORT GC_on_thread_event_proc GC_get_on_thread_event(void)
  * pthread_atfork handlers do the work and these do nothing. */
 LFGC_EXPORT void GC_set_handle_fork(int how)
 {
-    if (!gc_initialized)
+    if (!lf_gc_initialized)
         handle_fork = how;
 }
 
 LFGC_EXPORT void GC_atfork_prepare(void)
 {
-    ensure_init();
+    lf_ensure_init();
     if (handle_fork == -1)
         atfork_prepare();
 }
@@ -795,7 +795,7 @@ LFGC_EXPORT void GC_atfork_child(void)
 
 LFGC_EXPORT void GC_alloc_lock(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
 }
 
@@ -836,14 +836,14 @@ LFGC_EXPORT void *GC_call_with_gc_active(GC_fn_type fn, void *client_data)
 
 LFGC_EXPORT void GC_set_markers_count(unsigned n)
 {
-    if (!gc_initialized)
-        mark_set_markers(n);
+    if (!lf_gc_initialized)
+        lf_mark_set_markers(n);
 }
 
 LFGC_EXPORT int GC_get_parallel(void)
 {
-    ensure_init();
-    return (int)mark_markers() - 1;
+    lf_ensure_init();
+    return (int)lf_mark_markers() - 1;
 }
 
 LFGC_EXPORT int GC_parallel;
@@ -868,16 +868,16 @@ LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,
  * the caller must not allocate in between. */
 LFGC_EXPORT void GC_stop_world_external(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
-    sweepers_hold();
-    stop_world();
+    lf_sweepers_hold();
+    lf_stop_world();
 }
 
 LFGC_EXPORT void GC_start_world_external(void)
 {
-    start_world();
-    sweepers_release();
+    lf_start_world();
+    lf_sweepers_release();
     unlock();
 }
 
@@ -916,7 +916,7 @@ static void *suspend_self(void *arg)
 
 LFGC_EXPORT void GC_suspend_thread(void *thread)
 {
-    ensure_init();
+    lf_ensure_init();
     pthread_t id = (pthread_t)thread;
     lock();
     struct thread_rec *t = find_rec(id);
@@ -931,7 +931,7 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
     }
     __atomic_store_n(&t->ext_suspended, 1, __ATOMIC_RELEASE);
     /* Not in the middle of a sweep, which a collection would wait for. */
-    sweepers_hold();
+    lf_sweepers_hold();
     AO_store(&acks, 0);
     __atomic_store_n(&t->parked, 1, __ATOMIC_RELAXED);
     if (pthread_kill(t->id, sig_suspend) != 0) {
@@ -940,13 +940,13 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
     } else {
         wait_for_acks(1);
     }
-    sweepers_release();
+    lf_sweepers_release();
     unlock();
 }
 
 LFGC_EXPORT void GC_resume_thread(void *thread)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
     struct thread_rec *t = find_rec((pthread_t)thread);
     if (t && t->ext_suspended) {
@@ -963,7 +963,7 @@ LFGC_EXPORT void GC_resume_thread(void *thread)
 
 LFGC_EXPORT int GC_is_thread_suspended(void *thread)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
     struct thread_rec *t = find_rec((pthread_t)thread);
     int r = t && t->ext_suspended;
@@ -973,22 +973,22 @@ LFGC_EXPORT int GC_is_thread_suspended(void *thread)
 
 LFGC_EXPORT void GC_start_mark_threads(void)
 {
-    ensure_init();
+    lf_ensure_init();
     lock();
-    mark_prepare();
+    lf_mark_prepare();
     unlock();
 }
 
 LFGC_EXPORT void GC_set_suspend_signal(int sig)
 {
-    if (gc_initialized)
+    if (lf_gc_initialized)
         return;                      /* as bdwgc: only before GC_init */
     sig_suspend = sig;
 }
 
 LFGC_EXPORT void GC_set_thr_restart_signal(int sig)
 {
-    if (gc_initialized)
+    if (lf_gc_initialized)
         return;
     sig_restart = sig;
 }
@@ -1043,7 +1043,7 @@ static void *thread_start(void *p)
 LFGC_EXPORT int GC_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                   void *(*start)(void *), void *arg)
 {
-    ensure_init();
+    lf_ensure_init();
     allow_register = true;
     struct start_info si = { .start = start, .arg = arg };
     int state = PTHREAD_CREATE_JOINABLE;
@@ -1141,7 +1141,7 @@ LFGC_EXPORT int GC_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 
 LFGC_EXPORT void *GC_dlopen(const char *path, int mode)
 {
-    ensure_init();
+    lf_ensure_init();
     /* No collection while the library's data is half initialised. */
     GC_disable();
     void *h = dlopen(path, mode);
