@@ -117,6 +117,26 @@ static bool reserve_region(unsigned c)
     return false;
 }
 
+/* A word into the first slot of region i + 1 when that slot starts in
+ * region i (the region does not start on a multiple of its size): the
+ * reciprocal of region i + 1 gives it a base in the last chunk of region
+ * i and a slot number below the region's first.  If that chunk were in
+ * use, the marker would take the word for an object and index the mark
+ * bitmap at -1.  Region i therefore never hands that chunk out: it costs
+ * 64 KiB of address space, and the marker needs no bounds check.
+ * Returns that chunk's index in region i, or UINT64_MAX. */
+static uint64_t successor_partial_chunk(size_t i)
+{
+    size_t next = i + 1;
+    if (next >= LOWFAT_TABLE_SIZE || lowfat_magics[next] == 0)
+        return UINT64_MAX;
+    uint64_t start = (uint64_t)next << LOWFAT_REGION_SHIFT;
+    uint64_t base = start / lowfat_sizes[next] * lowfat_sizes[next];
+    if (base == start)
+        return UINT64_MAX;
+    return (base >> CHUNK_SHIFT) - ((uint64_t)i << (LOWFAT_REGION_SHIFT - CHUNK_SHIFT));
+}
+
 bool lf_layout_init(void)
 {
     uint64_t chunk_map_bytes = LOWFAT_HEAP_END >> CHUNK_SHIFT;
@@ -146,6 +166,9 @@ bool lf_layout_init(void)
         r->large = r->size >= CHUNK_SIZE;
         r->span_chunks = r->large ? (uint32_t)(r->size >> CHUNK_SHIFT) : 1;
         r->max_chunks = (r->usable_end - r->start) >> CHUNK_SHIFT;
+        uint64_t edge = successor_partial_chunk(idx);
+        if (edge < r->max_chunks)
+            r->max_chunks = edge;
         /* A configuration where the reciprocal is wrong must fail loudly,
          * never mark the wrong object: check the edges of the first and
          * last slots.  Such a class is left out; the others still work. */
