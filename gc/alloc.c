@@ -510,17 +510,24 @@ static unsigned class_for(size_t bytes)
     return (unsigned)lf_class_of_size(bytes + lf_extra_bytes);
 }
 
+/* A thread that touches the heap holds heap pointers on its stack, so it
+ * is registered (its stack scanned) whatever it does first: a large,
+ * uncollectable or aligned allocation, a realloc or a free.  Only the
+ * slow paths ask: a thread with objects on its cached lists is
+ * registered already. */
+static bool ensure_registered(void)
+{
+    return likely(lf_tl_cache != &lf_empty_cache) || lf_thread_cache_create();
+}
+
 static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
 {
     if (unlikely(c >= NUM_CLASSES || !lf_regions[c].reserved))
         return lf_oom(bytes);
+    if (unlikely(!ensure_registered()))
+        return lf_oom(bytes);
     if (c < NUM_SMALL_CLASSES && kind < NUM_CACHED_KINDS) {
         struct thread_cache *tc = lf_tl_cache;
-        if (tc == &lf_empty_cache) {
-            tc = lf_thread_cache_create();
-            if (!tc)
-                return lf_oom(bytes);
-        }
         if (tc->free[kind][c])
             return free_list_pop(&tc->free[kind][c]);
         void *p = cache_refill_pop(tc, c, kind);
@@ -721,6 +728,7 @@ static void free_object(void *p)
     if (!p)
         return;
     lf_ensure_init();
+    ensure_registered();
     struct region *r;
     struct span *s;
     lock();
@@ -786,6 +794,7 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
         return NULL;
     }
     lf_ensure_init();
+    ensure_registered();
     struct region *r;
     struct span *s;
     lock();

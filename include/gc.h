@@ -314,7 +314,8 @@ typedef GC_word GC_hidden_pointer;
 /* Threads.  Every thread that allocates or holds heap pointers must be
  * known to the collector: threads created by GC_pthread_create (what
  * pthread_create becomes under GC_THREADS) are; others register with
- * GC_register_my_thread, or are registered by their first allocation.   */
+ * GC_register_my_thread, or are registered by their first allocation
+ * (of any size or kind), GC_realloc or GC_free.                          */
 
 #define GC_SUCCESS       0
 #define GC_DUPLICATE     1   /* already registered                       */

@@ -1,0 +1,308 @@
+/* test_thread_hazards.c: how threads meet the collector at its edges.
+ *
+ * Each test runs in its own process (Criterion's default).  Worker threads
+ * never call cr_assert: they record what they saw, and the test's thread
+ * checks it.  Every wait is bounded (a deadline, alarm() in forked
+ * children, Criterion's timeout), so that a hang fails instead of
+ * blocking.  Liveness is checked with checksums: a slot reclaimed too
+ * early is zeroed and handed out again, and the garbage the tests
+ * allocate overwrites it.
+ *
+ * The tests:
+ *   unregistered_thread_registered_by_any_entry   every allocation
+ *       variant, GC_realloc and GC_free register a plain pthread
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The real pthread_create, captured before gc.h redirects it: these tests
+ * need threads the collector is not told about. */
+static int real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                               void *(*fn)(void *), void *arg)
+{
+    return pthread_create(t, attr, fn, arg);
+}
+
+static int real_pthread_join(pthread_t t, void **ret)
+{
+    return pthread_join(t, ret);
+}
+
+#define GC_THREADS
+#include "gc.h"
+#include "lfgc.h"
+
+#define NOINLINE __attribute__((noinline))
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* ------------------------------------------------------------------ */
+/* Time and waiting                                                    */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sleep against an absolute deadline (the collector's signals interrupt
+ * sleeps). */
+static void sleep_ms(unsigned ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+        ;
+}
+
+/* Wait until *v >= want; false after `secs` seconds. */
+static bool wait_at_least(atomic_long *v, long want, double secs)
+{
+    double end = now_s() + secs;
+    for (unsigned spins = 0; atomic_load(v) < want; spins++) {
+        if (now_s() > end)
+            return false;
+        if (spins < 200)
+            sched_yield();
+        else
+            sleep_ms(1);
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* Data with checksums                                                  */
+
+static inline uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Word j of the data with seed s: bit 63 set, never a heap address. */
+static inline uint64_t pat(uint64_t s, uint64_t j)
+{
+    return mix(s * 0x100000001b3ull + j) | (1ull << 63);
+}
+
+struct node {
+    struct node *next;
+    uint64_t key;
+    uint64_t val[2];
+};
+
+static NOINLINE GC_hidden_pointer list_build(uint64_t seed, size_t n)
+{
+    struct node *head = NULL;
+    for (size_t i = n; i-- > 0;) {
+        struct node *x = GC_MALLOC(sizeof *x);
+        if (!x)
+            return 0;
+        x->next = head;
+        x->key = pat(seed, 3 * i);
+        x->val[0] = pat(seed, 3 * i + 1);
+        x->val[1] = pat(seed, 3 * i + 2);
+        head = x;
+    }
+    return GC_HIDE_POINTER(head);
+}
+
+/* Index of the first bad node + 1 (n + 1 for a wrong length), or 0. */
+static size_t list_check(const struct node *x, uint64_t seed, size_t n)
+{
+    for (size_t i = 0; i < n; i++, x = x->next) {
+        if (!x)
+            return n + 1;
+        if (x->key != pat(seed, 3 * i) || x->val[0] != pat(seed, 3 * i + 1) ||
+            x->val[1] != pat(seed, 3 * i + 2))
+            return i + 1;
+    }
+    return x ? n + 1 : 0;
+}
+
+static void fill(uint64_t *p, size_t words, uint64_t seed)
+{
+    for (size_t j = 0; j < words; j++)
+        p[j] = pat(seed, j);
+}
+
+/* Index of the first bad word + 1, or 0. */
+static size_t check(const uint64_t *p, size_t words, uint64_t seed)
+{
+    for (size_t j = 0; j < words; j++)
+        if (p[j] != pat(seed, j))
+            return j + 1;
+    return 0;
+}
+
+/* Short-lived objects of several sizes, small and large, filled so that a
+ * live slot handed out again is visibly overwritten. */
+static NOINLINE void garbage(size_t bytes, uint64_t seed)
+{
+    size_t done = 0;
+    for (unsigned i = 0; done < bytes; i++) {
+        size_t sz = i % 64 == 0 ? 256 * KiB + (size_t)(mix(seed + i) % (768 * KiB))
+                                : 16 + (size_t)(mix(seed + i) % 496);
+        void *p = i & 1 ? GC_MALLOC_ATOMIC(sz) : GC_MALLOC(sz);
+        if (!p)
+            return;
+        memset(p, 0xa5, sz);
+        done += sz;
+    }
+}
+
+/* Overwrite stack below the caller, removing stale pointers. */
+static NOINLINE void clear_stack(void)
+{
+    char buf[64 * 1024];
+    memset(buf, 0, sizeof buf);
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+static NOINLINE int live(GC_hidden_pointer h)
+{
+    return lfgc_is_live(GC_REVEAL_POINTER(h));
+}
+
+/* ================================================================== */
+/* 1. A plain pthread is registered by whatever it does to the heap     */
+
+/* A thread made with the real pthread_create receives a list built by
+ * the test (the only reference is then on its stack) and touches the
+ * heap one way only.  The collections the test runs meanwhile must scan
+ * its stack: the list and what it allocated stay intact. */
+enum ur_way {
+    UR_LARGE, UR_LARGE_ATOMIC, UR_UNCOLLECTABLE, UR_ATOMIC_UNCOLLECTABLE,
+    UR_ALIGNED_LARGE, UR_REALLOC_IN_PLACE, UR_FREE, UR_WAYS
+};
+static const char *const ur_names[UR_WAYS] = {
+    "large GC_MALLOC", "large GC_MALLOC_ATOMIC", "GC_MALLOC_UNCOLLECTABLE",
+    "GC_malloc_atomic_uncollectable", "GC_memalign(64 KiB)", "GC_REALLOC in place",
+    "GC_FREE",
+};
+
+#define UR_NODES 4000
+#define UR_BIG (1 * MiB)
+
+struct ur {
+    enum ur_way way;
+    atomic_long phase;
+    GC_hidden_pointer list;     /* handed over, then cleared */
+    GC_hidden_pointer victim;   /* an object for realloc and free */
+    GC_hidden_pointer obj;      /* what the thread allocated, for the test */
+    size_t obj_words;
+    size_t bad_list, bad_obj;
+    int registered;
+};
+
+static NOINLINE void *ur_touch(struct ur *u, size_t *words)
+{
+    void *victim = GC_REVEAL_POINTER(u->victim);
+    switch (u->way) {
+    case UR_LARGE:                 *words = UR_BIG / 8; return GC_MALLOC(UR_BIG);
+    case UR_LARGE_ATOMIC:          *words = UR_BIG / 8; return GC_MALLOC_ATOMIC(UR_BIG);
+    case UR_UNCOLLECTABLE:         *words = 8; return GC_MALLOC_UNCOLLECTABLE(64);
+    case UR_ATOMIC_UNCOLLECTABLE:  *words = 8; return GC_malloc_atomic_uncollectable(64);
+    case UR_ALIGNED_LARGE:         *words = 16; return GC_memalign(64 * KiB, 128);
+    case UR_REALLOC_IN_PLACE:      *words = 16; return GC_REALLOC(victim, 900);
+    case UR_FREE:                  *words = 0; GC_FREE(victim); return NULL;
+    default:                       return NULL;
+    }
+}
+
+static NOINLINE void ur_body(struct ur *u)
+{
+    struct node *volatile list = GC_REVEAL_POINTER(u->list);
+    u->list = 0;
+    size_t words = 0;
+    uint64_t *volatile obj = ur_touch(u, &words);
+    if (obj)
+        fill(obj, words, 0x0b1);
+    u->obj = GC_HIDE_POINTER(obj);
+    u->obj_words = words;
+    u->registered = GC_thread_is_registered();
+    atomic_store(&u->phase, 1);
+    if (!wait_at_least(&u->phase, 2, 30))
+        u->registered = -1;
+    u->bad_list = list_check(list, 0x11, UR_NODES);
+    u->bad_obj = obj ? check(obj, words, 0x0b1) : 0;
+    if (u->way == UR_UNCOLLECTABLE || u->way == UR_ATOMIC_UNCOLLECTABLE)
+        GC_FREE(obj);
+}
+
+static void *ur_thread(void *arg)
+{
+    ur_body(arg);
+    clear_stack();
+    return NULL;
+}
+
+static NOINLINE GC_hidden_pointer ur_victim(void)
+{
+    uint64_t *v = GC_MALLOC(1000);
+    fill(v, 16, 0x0b1);
+    return GC_HIDE_POINTER(v);
+}
+
+static NOINLINE void ur_run(struct ur *u, enum ur_way way)
+{
+    memset(u, 0, sizeof *u);
+    u->way = way;
+    atomic_store(&u->phase, 0);
+    u->list = list_build(0x11, UR_NODES);
+    u->victim = ur_victim();
+    clear_stack();
+    GC_hidden_pointer list = u->list;
+    pthread_t t;
+    cr_assert_eq(real_pthread_create(&t, NULL, ur_thread, u), 0);
+    cr_assert(wait_at_least(&u->phase, 1, 10), "%s: the thread did not start", ur_names[u->way]);
+    for (int i = 0; i < 4; i++) {
+        garbage(4 * MiB, (uint64_t)i);
+        clear_stack();
+        GC_gcollect();
+    }
+    atomic_store(&u->phase, 2);
+    cr_assert_eq(real_pthread_join(t, NULL), 0);
+    cr_assert_neq(u->registered, -1, "%s: the test did not go on", ur_names[u->way]);
+    cr_assert_eq(u->bad_list, 0, "%s: the list on the thread's stack was reclaimed (node %zu)",
+                 ur_names[u->way], u->bad_list - 1);
+    cr_assert_eq(u->bad_obj, 0, "%s: the thread's own object was reclaimed (word %zu)",
+                 ur_names[u->way], u->bad_obj - 1);
+    cr_assert(u->registered, "%s: the thread was not registered", ur_names[u->way]);
+    /* The thread is gone: what only it held is garbage now. */
+    clear_stack();
+    GC_gcollect();
+    clear_stack();
+    GC_gcollect();
+    cr_assert_not(live(list), "%s: the list outlived the thread", ur_names[u->way]);
+    if (u->obj_words && u->way != UR_REALLOC_IN_PLACE)
+        cr_assert_not(live(u->obj), "%s: the thread's object outlived it", ur_names[u->way]);
+}
+
+Test(hazards, unregistered_thread_registered_by_any_entry, .timeout = 60)
+{
+    GC_INIT();
+    static struct ur u;
+    for (int w = 0; w < UR_WAYS; w++)
+        ur_run(&u, (enum ur_way)w);
+}
