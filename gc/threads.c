@@ -920,7 +920,14 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
     pthread_t id = (pthread_t)thread;
     lock();
     struct thread_rec *t = find_rec(id);
-    if (!t || t->ext_suspended || state_of(t) == T_FINISHED) {
+    if (!t || t->ext_suspended) {
+        unlock();
+        return;
+    }
+    if (state_of(t) == T_FINISHED) {
+        /* Ended, not yet joined: nothing left to stop, but as in bdwgc it
+         * reads as suspended until resumed (or joined). */
+        t->ext_suspended = 1;
         unlock();
         return;
     }
@@ -951,6 +958,10 @@ LFGC_EXPORT void GC_resume_thread(void *thread)
     struct thread_rec *t = find_rec((pthread_t)thread);
     if (t && t->ext_suspended) {
         __atomic_store_n(&t->ext_suspended, 0, __ATOMIC_RELEASE);
+        if (state_of(t) == T_FINISHED) {
+            unlock();
+            return;
+        }
         pthread_kill(t->id, sig_restart);
         /* Out of the handler before anyone may suspend it again: a new
          * suspend signal would wait behind a handler that saw the flag

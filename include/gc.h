@@ -395,8 +395,10 @@ GC_API void GC_start_world_external(void);
 /* Suspend one registered thread (bdwgc's javaxfc.h), as a collection
  * stops it, until GC_resume_thread; there is no count.  A thread may
  * suspend itself: it then waits, as in a blocking section, for another to
- * resume it.  Unregistered or finished threads are ignored, and
- * GC_is_thread_suspended says 0 for them.  The id is the pthread_t. */
+ * resume it.  A thread ended but not yet joined reads as suspended until
+ * resumed, as in bdwgc.  Unregistered, joined or detached threads are
+ * ignored, and GC_is_thread_suspended says 0 for them.  The id is the
+ * pthread_t. */
 #ifndef GC_SUSPEND_THREAD_ID
 # define GC_SUSPEND_THREAD_ID void *
 #endif

@@ -11,6 +11,8 @@
  * The tests:
  *   unregistered_thread_registered_by_any_entry   every allocation
  *       variant, GC_realloc and GC_free register a plain pthread
+ *   suspend_a_finished_thread   GC_suspend_thread after the thread ended
+ *       but before the join, as bdwgc
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -305,4 +307,69 @@ Test(hazards, unregistered_thread_registered_by_any_entry, .timeout = 60)
     static struct ur u;
     for (int w = 0; w < UR_WAYS; w++)
         ur_run(&u, (enum ur_way)w);
+}
+
+/* ================================================================== */
+/* 2. GC_suspend_thread on a thread that ended but is not joined        */
+
+/* As bdwgc (whose own test suspends threads that may have ended): the
+ * thread reads as suspended until resumed, resuming it is harmless, and
+ * its return value stays a root until the join. */
+static atomic_long sf_tid;
+
+static NOINLINE void *sf_result(void)
+{
+    return GC_REVEAL_POINTER(list_build(0x5f, UR_NODES));
+}
+
+static void *sf_thread(void *arg)
+{
+    (void)arg;
+    atomic_store(&sf_tid, (long)gettid());
+    return sf_result();
+}
+
+/* Wait until thread tid is gone from /proc/self/task. */
+static bool wait_task_gone(long tid, double secs)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld", tid);
+    double end = now_s() + secs;
+    while (access(path, F_OK) == 0) {
+        if (now_s() > end)
+            return false;
+        sleep_ms(1);
+    }
+    return true;
+}
+
+Test(hazards, suspend_a_finished_thread, .timeout = 60)
+{
+    GC_INIT();
+    for (int round = 0; round < 5; round++) {
+        atomic_store(&sf_tid, 0);
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, sf_thread, NULL), 0);     /* GC_pthread_create */
+        cr_assert(wait_at_least(&sf_tid, 1, 10), "the thread did not start");
+        cr_assert(wait_task_gone(atomic_load(&sf_tid), 10), "the thread did not end");
+        void *id = (void *)t;
+        cr_assert_not(GC_is_thread_suspended(id));
+        GC_suspend_thread(id);
+        cr_assert(GC_is_thread_suspended(id), "an ended, unjoined thread not reported suspended");
+        GC_suspend_thread(id);             /* no count */
+        garbage(4 * MiB, (uint64_t)round);
+        clear_stack();
+        GC_gcollect();
+        cr_assert(GC_is_thread_suspended(id), "a collection resumed it");
+        GC_resume_thread(id);
+        cr_assert_not(GC_is_thread_suspended(id), "still suspended after GC_resume_thread");
+        GC_resume_thread(id);              /* harmless */
+        GC_suspend_thread(id);
+        cr_assert(GC_is_thread_suspended(id));
+        void *ret = NULL;
+        cr_assert_eq(pthread_join(t, &ret), 0);    /* GC_pthread_join, suspended or not */
+        size_t bad = list_check(ret, 0x5f, UR_NODES);
+        cr_assert_eq(bad, 0, "the return value was reclaimed before the join (node %zu)", bad - 1);
+        cr_assert_not(GC_is_thread_suspended(id), "a joined thread reads as suspended");
+    }
 }
