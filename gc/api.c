@@ -178,7 +178,6 @@ LFGC_EXPORT void GC_noop1(GC_word v)
 
 LFGC_EXPORT void *GC_malloc_stubborn(size_t bytes) { return GC_malloc(bytes); }
 LFGC_EXPORT void GC_change_stubborn(const void *p) { (void)p; }
-LFGC_EXPORT void GC_end_stubborn_change(const void *p) { (void)p; }
 
 
 LFGC_EXPORT void GC_set_time_limit(unsigned long ms) { GC_time_limit = ms; }

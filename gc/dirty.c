@@ -13,9 +13,12 @@
  * cost no fault at all.
  *
  * Kernel writes (read() into a heap buffer) clear the protection like any
- * other write.  Without this kernel support, in a child after fork(), or
- * after the program closed the descriptor, every collection is full until
- * tracking can be set up again.
+ * other write.  Writes through pages the kernel pinned earlier (io_uring
+ * registered buffers, RDMA, device DMA) do not: the program reports them
+ * (GC_end_stubborn_change) or excludes such memory from tracking (at the
+ * end of this file).  Without this kernel support, in a child after
+ * fork(), or after the program closed the descriptor, every collection is
+ * full until tracking can be set up again.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -140,6 +143,11 @@ static inline uint16_t *wp_bits(struct region *r, uint64_t addr)
 static inline uint16_t page_bit(uint64_t addr)
 {
     return (uint16_t)(1u << ((addr >> 12) & (CHUNK_SIZE / PAGE_SIZE - 1)));
+}
+
+static inline uint16_t untracked_bits(struct region *r, uint64_t addr)
+{
+    return r->spans[(addr - r->start) >> CHUNK_SHIFT].untracked_pages;
 }
 
 /* Chunks that may carry protection bits: those handed out, and the one
@@ -485,7 +493,7 @@ static bool protect_old_pages(struct region *r, uint64_t lo, uint64_t hi)
 {
     uint64_t run = 0;               /* start of the run of pages to protect */
     for (uint64_t p = lo; p <= hi; p += PAGE_SIZE) {
-        bool old = p < hi && page_all_old(r, p);
+        bool old = p < hi && !(untracked_bits(r, p) & page_bit(p)) && page_all_old(r, p);
         if (old && !run)
             run = p;
         if (!old && run) {
@@ -519,4 +527,122 @@ void lf_dirty_after_fork(void)
     pagemap_drop();
     tracking = false;
     scanned_once = false;
+}
+
+/* ------------------------------------------------------------------ */
+/* Writes the kernel does not see                                      */
+
+/* The kernel writes some pages through its own mapping of them, pinned
+ * earlier, and not through the process's page tables: io_uring registered
+ * buffers, RDMA memory regions, device DMA (VFIO), O_DIRECT I/O still in
+ * flight across a collection.  The protection of such a page stays, and
+ * PAGEMAP_SCAN says it was not written.  Only the program knows: it tells
+ * lfgc as it would tell bdwgc's manual dirty bits.  A page reported
+ * written loses its protection bit, as one the kernel reported does in
+ * check_protections: the next minor collection scans the old objects on
+ * it, and lf_dirty_protect protects it again (the kernel's protection,
+ * which the pinned write left in place, is simply set once more). */
+
+static int manual_vdb_allowed;
+
+/* The chunk record that holds the page bits of addr, or NULL when addr is
+ * not in a region whose metadata exists.  Read without the lock: the
+ * fields used are set before the program can hold a pointer there. */
+static struct span *chunk_of(uint64_t addr, struct region **rp)
+{
+    uint64_t c = (addr >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
+    if (c >= NUM_CLASSES)
+        return NULL;
+    struct region *r = &lf_regions[c];
+    if (!r->mapped)
+        return NULL;
+    uint64_t j = (addr - r->start) >> CHUNK_SHIFT;
+    if (j > r->max_chunks)          /* the table has max_chunks + 1 entries */
+        return NULL;
+    *rp = r;
+    return &r->spans[j];
+}
+
+/* Count the pages of [lo, hi) as written.  Lock-free: a collection
+ * changes the bits only with the world stopped, and a registered thread
+ * cannot be stopped in the middle of the atomic and. */
+static void mark_written(uint64_t lo, uint64_t hi)
+{
+    for (uint64_t p = lo & ~(uint64_t)(PAGE_SIZE - 1); p < hi; p += PAGE_SIZE) {
+        struct region *r;
+        struct span *ch = chunk_of(p, &r);
+        if (!ch)
+            continue;
+        uint16_t bit = page_bit(p);
+        if (__atomic_load_n(&ch->wp_pages, __ATOMIC_RELAXED) & bit)
+            __atomic_fetch_and(&ch->wp_pages, (uint16_t)~bit, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* bdwgc: with its manual dirty bits, the object p points into has been
+ * written.  Here: every page of it counts as written at the next
+ * collection.  Pointer-free objects are never scanned, and addresses
+ * outside the heap are roots (scanned every time) or nothing: both are
+ * ignored. */
+LFGC_EXPORT void GC_end_stubborn_change(const void *p)
+{
+    uint64_t a = (uintptr_t)p;
+    struct region *r;
+    if (!chunk_of(a, &r))
+        return;
+    uint64_t base = slot_of(r, a) * r->size;
+    if (base < r->start)
+        return;
+    unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
+    if (!k || lf_kinds[k - 1].ptrfree)
+        return;
+    uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes : r->size;
+    mark_written(base, base + len);
+}
+
+/* Only the page of the stored word: the store may be into a huge array. */
+LFGC_EXPORT void GC_ptr_store_and_dirty(void *p, const void *q)
+{
+    *(const void *volatile *)p = q;
+    mark_written((uintptr_t)p, (uintptr_t)p + sizeof(void *));
+    GC_reachable_here(q);
+}
+
+LFGC_EXPORT void GC_set_manual_vdb_allowed(int on)
+{
+    manual_vdb_allowed = on;
+}
+
+LFGC_EXPORT int GC_get_manual_vdb_allowed(void)
+{
+    return manual_vdb_allowed;
+}
+
+/* Pages never protected again: untracked_pages is checked by
+ * protect_old_pages, and without protection a page counts as written.
+ * Only chunks handed out so far are concerned (a range past them holds no
+ * object yet); objects later allocated in the same memory stay excluded. */
+LFGC_EXPORT void lfgc_exclude_from_write_tracking(const void *lo, const void *hi)
+{
+    uint64_t a = (uintptr_t)lo, b = (uintptr_t)hi;
+    if (b < a) {
+        lf_warn("GC Warning: lfgc_exclude_from_write_tracking: the range ends (%p) before it "
+                "starts; nothing excluded\n", (uintptr_t)hi);
+        return;
+    }
+    lf_ensure_init();
+    lock();
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        if (!r->mapped)
+            continue;
+        uint64_t end = r->start + (chunks_to_check(r) << CHUNK_SHIFT);
+        uint64_t from = a > r->start ? a : r->start, to = b < end ? b : end;
+        for (uint64_t p = from & ~(uint64_t)(PAGE_SIZE - 1); p < to; p += PAGE_SIZE) {
+            struct span *ch = &r->spans[(p - r->start) >> CHUNK_SHIFT];
+            ch->untracked_pages |= page_bit(p);
+            __atomic_fetch_and(&ch->wp_pages, (uint16_t)~page_bit(p), __ATOMIC_SEQ_CST);
+        }
+    }
+    unlock();
 }

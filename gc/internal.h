@@ -110,6 +110,9 @@ struct span {
      * and that no write has touched as of its last look. */
     uint16_t wp_pages;
     uint32_t free_since;    /* GC number when it went back to the pool       */
+    /* Per chunk: pages excluded from write tracking (never protected,
+     * always rescanned: lfgc_exclude_from_write_tracking). */
+    uint16_t untracked_pages;
     uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
 };
 

@@ -471,13 +471,33 @@ GC_API void *GC_dlopen(const char *path, int mode);
 #define GC_NEW_ATOMIC(t)                ((t *)GC_MALLOC_ATOMIC(sizeof(t)))
 #define GC_NEW_UNCOLLECTABLE(t)         ((t *)GC_MALLOC_UNCOLLECTABLE(sizeof(t)))
 #define GC_REGISTER_DISPLACEMENT(n)     GC_register_displacement(n)
-/* Stubborn objects are gone from bdwgc 8; these remain as there. */
+/* Stubborn objects are gone from bdwgc 8; these remain as there (no
+ * effect). */
 #define GC_MALLOC_STUBBORN(sz)          GC_MALLOC(sz)
+#define GC_NEW_STUBBORN(t)              GC_NEW(t)
 #define GC_CHANGE_STUBBORN(p)           GC_change_stubborn(p)
-#define GC_END_STUBBORN_CHANGE(p)       GC_end_stubborn_change(p)
 GC_API void *GC_malloc_stubborn(size_t size) __attribute__((malloc, alloc_size(1)));
 GC_API void GC_change_stubborn(const void *p);
+/* Writes lfgc cannot see.  The kernel reports the program's writes to the
+ * heap (generational mode), including those of system calls such as
+ * read(), but not writes into pages it pinned earlier: io_uring registered
+ * buffers, RDMA memory regions, device DMA (see docs/api.md).  After such
+ * a write, and before the pointers written can become unreachable by
+ * other means, call GC_end_stubborn_change on the object written: the
+ * next collection rescans all of it.  Pointers outside the heap are
+ * ignored.  GC_ptr_store_and_dirty(p, q) stores q at p, then counts the
+ * page of p as written and keeps q reachable up to there.  Both are
+ * lock-free, for registered threads. */
+#define GC_END_STUBBORN_CHANGE(p)       GC_end_stubborn_change(p)
+#define GC_PTR_STORE(p, q)              (*(void **)(p) = (void *)(q))
+#define GC_PTR_STORE_AND_DIRTY(p, q)    GC_ptr_store_and_dirty(p, q)
 GC_API void GC_end_stubborn_change(const void *p);
+GC_API void GC_ptr_store_and_dirty(void *p, const void *q);
+/* bdwgc's switch to its manual dirty bits: stored and returned.  lfgc
+ * always takes both the kernel's reports and the program's, so the value
+ * changes nothing. */
+GC_API void GC_set_manual_vdb_allowed(int);
+GC_API int GC_get_manual_vdb_allowed(void);
 #define GC_EXTRAS                       __FILE__, __LINE__
 
 #ifdef __cplusplus

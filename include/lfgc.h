@@ -50,6 +50,19 @@ extern size_t lfgc_get_pauses(uint64_t *ns, size_t max);
  * collection. */
 extern int lfgc_is_live(const void *p);
 
+/* Never write-protect the heap pages of [lo, hi): every minor collection
+ * rescans the old objects on them, as if they had been written.  For
+ * memory that something the kernel cannot track writes into, often and
+ * for a long time (an io_uring registered buffer, an RDMA memory region,
+ * a buffer mapped for device DMA), so that the program need not call
+ * GC_end_stubborn_change after every write.  It covers the heap memory
+ * lfgc has handed out so far in the range, including objects allocated
+ * there later; parts of the range outside the heap are ignored (roots are
+ * scanned at every collection anyway).  There is no undoing it: the cost
+ * is a rescan of those pages at each minor collection.  hi < lo is
+ * reported through the warn proc and ignored. */
+extern void lfgc_exclude_from_write_tracking(const void *lo, const void *hi);
+
 #ifdef __cplusplus
 }
 #endif
