@@ -83,20 +83,51 @@ static uint64_t span_bytes(const struct region *r, const struct span *s)
     return r->large ? s->obj_bytes : (uint64_t)r->span_chunks << CHUNK_SHIFT;
 }
 
+/* May a span of this kind use chunk j?  Not if words that are no
+ * pointers hit it (blacklist.c), unless the kind is pointer-free (such a
+ * word pins one object and nothing else) or uncollectable (kept anyway). */
+static bool span_usable(const struct region *r, uint64_t j, unsigned kind)
+{
+    return lf_kinds[kind].ptrfree || lf_kinds[kind].uncollectable || !lf_blacklisted(r, j);
+}
+
+/* Unlink and return the first span of *list that kind may use. */
+static struct span *list_take(struct region *r, struct span **list, unsigned kind)
+{
+    for (struct span **link = list; *link; link = &(*link)->next) {
+        struct span *s = *link;
+        if (span_usable(r, span_chunk_index(r, s), kind)) {
+            *link = s->next;
+            return s;
+        }
+    }
+    return NULL;
+}
+
 /* A pooled span whose memory is still mapped: reusing it does not grow
  * the heap, so it needs no collection first.  NULL if there is none. */
 static struct span *span_reuse(unsigned c, unsigned kind)
 {
     struct region *r = &lf_regions[c];
-    struct span *s = r->pool;
+    struct span *s = list_take(r, &r->pool, kind);
     if (!s)
         return NULL;
-    r->pool = s->next;
     span_take(r, s, kind);
     return s;
 }
 
-/* A span that grows the heap: a released pooled span, else one from the
+static void raise_heap_top(struct region *r, uint64_t j)
+{
+    uint64_t qa, qb;
+    lf_span_slots(r, j, &qa, &qb);
+    uint64_t top = qb * r->size;
+    size_t idx = lowfat_index((void *)r->start);
+    if (top > lowfat_heap_top[idx])
+        AO_store_release((volatile AO_t *)&lowfat_heap_top[idx], top);
+}
+
+/* A span that grows the heap: a released pooled span, else a chunk the
+ * frontier passed because it was blacklisted then, else one from the
  * frontier.  NULL when the region is full or the heap limit would be
  * passed. */
 static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
@@ -106,23 +137,27 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
         return NULL;
     if (lf_hs.max_heap && lf_hs.heap_bytes + bytes > lf_hs.max_heap)
         return NULL;
-    struct span *s = r->released;
+    struct span *s = list_take(r, &r->released, kind);
     if (s) {
-        r->released = s->next;
         lf_hs.released_bytes -= span_bytes(r, s);
+    } else if ((s = list_take(r, &r->skipped, kind))) {
+        raise_heap_top(r, span_chunk_index(r, s));
     } else {
-        if (r->next_chunk + r->span_chunks > r->max_chunks)
-            return NULL;
-        uint64_t j = r->next_chunk;
-        r->next_chunk += r->span_chunks;
-        s = &r->spans[j];
-        s->dirty = 0;
-        uint64_t qa, qb;
-        lf_span_slots(r, j, &qa, &qb);
-        uint64_t top = qb * r->size;
-        size_t idx = lowfat_index((void *)r->start);
-        if (top > lowfat_heap_top[idx])
-            AO_store_release((volatile AO_t *)&lowfat_heap_top[idx], top);
+        for (;;) {
+            if (r->next_chunk + r->span_chunks > r->max_chunks)
+                return NULL;
+            uint64_t j = r->next_chunk;
+            r->next_chunk += r->span_chunks;
+            s = &r->spans[j];
+            s->dirty = 0;
+            if (span_usable(r, j, kind))
+                break;
+            /* Untouched: it costs address space only. */
+            s->next = r->skipped;
+            r->skipped = s;
+        }
+        raise_heap_top(r, span_chunk_index(r, s));
+        lf_blacklist_horizon(r);
     }
     lf_hs.heap_bytes += bytes;
     span_take(r, s, kind);

@@ -153,6 +153,7 @@ static void init_once_fn(void)
     lf_mark_init();
     GC_parallel = (int)lf_mark_markers() - 1;
     read_environment();
+    lf_blacklist_initial_scan();
     lf_gc_initialized = true;
 }
 
@@ -167,7 +168,7 @@ void lf_ensure_init(void)
  * maps anything else. */
 __attribute__((constructor(101))) static void lfgc_load(void)
 {
-    lf_layout_ok = lf_layout_init();
+    lf_layout_ok = lf_layout_init() && lf_blacklist_init();
     lf_roots_init();
 }
 
@@ -305,10 +306,12 @@ void lf_collect(enum collect_reason why)
     uint64_t carried_ptrfree =
         minor ? lf_hs.live_ptrfree - (lf_hs.live_aging - lf_hs.live_aging_ptrful) : 0;
     uint64_t old_before = lf_hs.live_bytes - lf_hs.live_aging;
-    if (minor)
+    if (minor) {
         lf_mark_clear_aging();
-    else
+    } else {
         lf_mark_clear_all();
+        lf_blacklist_new_epoch();
+    }
     lf_caches_mark();
     lf_mark_begin(minor ? traced_last_minor : lf_hs.live_ptrful);
     uint64_t old_rescanned = minor ? lf_dirty_mark_old() : 0;

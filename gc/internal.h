@@ -128,13 +128,18 @@ struct region {
     struct span *spans;     /* one entry per chunk; a span uses its first   */
     struct span *pool;      /* spans back from use, memory still mapped     */
     struct span *released;  /* spans back from use, pages given back        */
+    struct span *skipped;   /* blacklisted chunks passed by the frontier:
+                               never used, no memory                        */
+    uint64_t bl_limit;      /* hits this far into the region are recorded   */
     uint64_t next_chunk;    /* chunks handed out so far (the frontier)      */
     uint64_t max_chunks;
     uint32_t span_chunks;   /* chunks per span                              */
     uint8_t large;          /* one object per span                          */
     uint8_t mapped;         /* metadata mapped                              */
     uint8_t reserved;       /* address range reserved at start-up           */
-};
+} __attribute__((aligned(64)));  /* 128 bytes: the marker indexes regions
+                                    with one shift, not with a multiply   */
+_Static_assert(sizeof(struct region) == 128, "struct region: 128 bytes");
 
 extern struct region lf_regions[NUM_CLASSES];
 /* chunk_map[addr >> CHUNK_SHIFT] = 1 + kind of the span owning the slot
@@ -161,6 +166,25 @@ static inline uint64_t span_chunk_index(const struct region *r, const struct spa
 }
 /* Bytes that a span of this region spans in memory, rounded to pages. */
 void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi);
+
+/* ------------------------------------------------------------------ */
+/* Blacklist (blacklist.c)                                             */
+
+/* lf_blacklist[addr >> CHUNK_SHIFT]: the epoch in which a word that is
+ * not a pointer last hit the chunk while no span owned it (0: never). */
+extern uint8_t *lf_blacklist;
+extern uint8_t lf_bl_epoch;
+bool lf_blacklist_init(void);
+void lf_blacklist_horizon(struct region *r);
+void lf_blacklist_new_epoch(void);
+bool lf_blacklisted(const struct region *r, uint64_t j);
+void lf_blacklist_initial_scan(void);
+/* A word hit slot base `base` of region r, in a chunk no span owns. */
+static inline void blacklist_hit(const struct region *r, uint64_t base)
+{
+    if (base - r->start < r->bl_limit)
+        lf_blacklist[base >> CHUNK_SHIFT] = lf_bl_epoch;
+}
 
 /* ------------------------------------------------------------------ */
 /* Kinds                                                               */

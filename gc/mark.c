@@ -204,8 +204,12 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
     uint64_t q = (uint64_t)(((unsigned __int128)w * r->magic) >> 64);
     uint64_t base = q * r->size;
     unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
-    if (!k)
-        return top;                  /* no span in use owns that slot */
+    if (unlikely(!k)) {
+        /* No span in use owns that slot: not a pointer, but it would pin
+         * what is allocated there later (blacklist.c). */
+        blacklist_hit(r, base);
+        return top;
+    }
     uint64_t bit = q - r->q0;
     uint64_t *word = &r->mark_bits[bit >> 6];
     uint64_t mask = 1ull << (bit & 63);

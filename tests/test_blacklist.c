@@ -1,0 +1,209 @@
+/* test_blacklist.c: words that are not pointers must not pin what is
+ * allocated later at the address they happen to hold.
+ *
+ * Unlike the other test programs, this one does NOT call tu_warm_up():
+ * each test starts from a fresh process (Criterion forks one per test)
+ * whose libraries' static data hold the usual small-integer words
+ * (0x800000003 in the dynamic loader, 0x1000000010 in libcrypto, ...),
+ * exactly as a real program does.  The program's own static data plant
+ * more such words, built from the layout's constants so that they hit the
+ * first slots of some classes in every layout.
+ *
+ * Every test checks both that what is kept survives intact and that what
+ * is dropped is reclaimed.
+ */
+#include "test_util.h"      /* first: it defines _GNU_SOURCE */
+
+#define CHUNK ((uint64_t)64 << 10)
+/* Region start of class c, as a constant expression. */
+#define REGION_OF(c) (LOWFAT_HEAP_START + (uint64_t)(c) * LOWFAT_REGION_SIZE)
+
+/* Classes hit by the planted words below. */
+#define PLANT_HEAD 4        /* 80 bytes */
+#define PLANT_NODE 9        /* 160 bytes */
+
+/* Static data, scanned as a root from the start: two words that hold two
+ * small 32-bit integers each in the default layout ((40 << 32) | 8 and
+ * (80 << 32) | 40), pointing 8 bytes into the first slot of classes 4
+ * and 9. */
+uint64_t tb_planted[2] __attribute__((used)) = {
+    REGION_OF(PLANT_HEAD) + 8,
+    REGION_OF(PLANT_NODE) + 40,
+};
+
+/* A word set at run time, in static data. */
+volatile uint64_t tb_runtime_word;
+
+/* Small classes that exist: the first 41 (16 .. 12288 bytes). */
+#define SMALL_CLASSES 41
+#define FIRST_OBJECTS 32
+
+static GC_hidden_pointer first_objs[SMALL_CLASSES][FIRST_OBJECTS];
+static void *kept[SMALL_CLASSES];        /* a root: one live object per class */
+
+static TU_NOINLINE void alloc_first_objects(void)
+{
+    for (unsigned c = 0; c < SMALL_CLASSES; c++) {
+        size_t n = tu_class_sizes[c] - 1;      /* the extra byte: class c */
+        for (unsigned i = 0; i < FIRST_OBJECTS; i++) {
+            void **p = GC_malloc(n);
+            cr_assert_not_null(p);
+            cr_assert_eq(lowfat_size(p), tu_class_sizes[c], "class of a %zu-byte object", n);
+            p[0] = p;                          /* something to retain */
+            first_objs[c][i] = tu_hide(p);
+        }
+        kept[c] = GC_malloc(n);
+        cr_assert_not_null(kept[c]);
+        tu_fill_bytes(kept[c], n, c);
+    }
+}
+
+/* The first objects allocated in each small class of a fresh process are
+ * reclaimed once dropped: no false reference in any library's data (nor
+ * in the program's) pins them. */
+Test(blacklist, first_objects_of_each_class_reclaimed)
+{
+    GC_INIT();
+    GC_disable();
+    alloc_first_objects();
+    GC_enable();
+    tu_collect();
+    tu_collect();
+    unsigned pinned = 0;
+    for (unsigned c = 0; c < SMALL_CLASSES; c++) {
+        unsigned here = 0;
+        for (unsigned i = 0; i < FIRST_OBJECTS; i++)
+            here += tu_live(first_objs[c][i]) != 0;
+        if (here)
+            cr_log_error("class %u (%llu bytes): %u of its first objects still live", c,
+                         (unsigned long long)tu_class_sizes[c], here);
+        pinned += here;
+        cr_assert(lfgc_is_live(kept[c]), "class %u: the kept object was reclaimed", c);
+        cr_assert_eq(tu_check_bytes(kept[c], tu_class_sizes[c] - 1, c), tu_class_sizes[c] - 1,
+                     "class %u: the kept object was corrupted", c);
+    }
+    cr_assert_eq(pinned, 0, "%u of the first objects were not reclaimed", pinned);
+}
+
+/* A head object of class PLANT_HEAD with a list of 4096 nodes of class
+ * PLANT_NODE hanging from it; returned hidden. */
+#define LIST_NODES 4096
+static GC_hidden_pointer nodes[LIST_NODES];
+
+static TU_NOINLINE GC_hidden_pointer build_list(void)
+{
+    void **head = GC_malloc(tu_class_sizes[PLANT_HEAD] - 1);
+    cr_assert_not_null(head);
+    void **prev = head;
+    for (unsigned i = 0; i < LIST_NODES; i++) {
+        void **p = GC_malloc(tu_class_sizes[PLANT_NODE] - 1);
+        cr_assert_not_null(p);
+        prev[0] = p;
+        prev = p;
+        nodes[i] = tu_hide(p);
+    }
+    return tu_hide(head);
+}
+
+/* The planted words hold the addresses of the first slots of two classes
+ * from before the program's first allocation: the objects allocated
+ * first in those classes are nevertheless reclaimed when dropped, with
+ * all they reach. */
+Test(blacklist, planted_static_word_does_not_pin)
+{
+    GC_INIT();
+    GC_disable();
+    GC_hidden_pointer head = build_list();
+    void *keep = GC_malloc(tu_class_sizes[PLANT_HEAD] - 1);
+    tu_fill_bytes(keep, tu_class_sizes[PLANT_HEAD] - 1, 7);
+    GC_enable();
+    tu_collect();
+    cr_assert_not(tu_live(head), "the head object was pinned by a planted word");
+    unsigned live = 0;
+    for (unsigned i = 0; i < LIST_NODES; i++)
+        live += tu_live(nodes[i]) != 0;
+    cr_assert_eq(live, 0, "%u of %u list nodes were retained", live, LIST_NODES);
+    cr_assert(lfgc_is_live(keep));
+    cr_assert_eq(tu_check_bytes(keep, tu_class_sizes[PLANT_HEAD] - 1, 7),
+                 tu_class_sizes[PLANT_HEAD] - 1);
+    /* The words themselves are still there, unchanged. */
+    cr_assert_eq(tb_planted[0], REGION_OF(PLANT_HEAD) + 8);
+    cr_assert_eq(tb_planted[1], REGION_OF(PLANT_NODE) + 40);
+}
+
+/* ------------------------------------------------------------------ */
+/* A word that appears at run time, ahead of the allocation frontier   */
+
+#define AHEAD_CLASS 12              /* 256 bytes */
+#define KEEP_MAX 8192               /* 2 MiB of objects: 32 chunks */
+static void **tb_keep;              /* a root: every object allocated */
+static unsigned tb_nkeep;
+
+static uint64_t chunk_of(const void *p)
+{
+    return ((uintptr_t)p - REGION_OF(AHEAD_CLASS)) / CHUNK;
+}
+
+/* Allocate objects of AHEAD_CLASS, all kept, until `count` more exist or
+ * one lands in chunk `stop_at` (UINT64_MAX: none); returns how many
+ * landed in chunk `bad`. */
+static TU_NOINLINE unsigned fill(unsigned count, uint64_t bad, uint64_t stop_at)
+{
+    unsigned in_bad = 0;
+    for (unsigned i = 0; i < count; i++) {
+        cr_assert_lt(tb_nkeep, KEEP_MAX);
+        uint64_t *p = GC_malloc(tu_class_sizes[AHEAD_CLASS] - 1);
+        cr_assert_not_null(p);
+        p[0] = tu_pattern(tb_nkeep, 0);
+        tb_keep[tb_nkeep++] = p;
+        in_bad += chunk_of(p) == bad;
+        if (chunk_of(p) == stop_at)
+            break;
+    }
+    return in_bad;
+}
+
+/* *where, a word the collector scans, holds an address two chunks ahead
+ * of the frontier of AHEAD_CLASS: collections record it, the allocator
+ * passes that chunk by; once the word is gone and two full collections
+ * have not seen it again, the chunk is used. */
+static void ahead_of_frontier(volatile uint64_t *where)
+{
+    tb_keep = GC_malloc(KEEP_MAX * sizeof(void *));
+    cr_assert_not_null(tb_keep);
+    fill(1, UINT64_MAX, UINT64_MAX);
+    uint64_t bad = chunk_of(tb_keep[0]) + 3;
+    *where = REGION_OF(AHEAD_CLASS) + bad * CHUNK + 8;
+    tu_collect();
+    /* Past the chunk: five chunks' worth of objects. */
+    unsigned per_chunk = CHUNK / tu_class_sizes[AHEAD_CLASS];
+    cr_assert_eq(fill(5 * per_chunk, bad, UINT64_MAX), 0,
+                 "objects were allocated in a chunk a scanned word points into");
+    cr_assert_null(GC_base((void *)(uintptr_t)*where), "the word's chunk is in use");
+    *where = 0;
+    tu_collect();
+    tu_collect();
+    /* Blacklisted no more: the chunk is the next one taken. */
+    cr_assert_gt(fill(2 * per_chunk, bad, bad), 0,
+                 "the chunk was not used after the word went away");
+    tu_collect();
+    for (unsigned i = 0; i < tb_nkeep; i++)
+        cr_assert_eq(*(uint64_t *)tb_keep[i], tu_pattern(i, 0), "object %u corrupted", i);
+}
+
+Test(blacklist, static_word_ahead_of_frontier)
+{
+    GC_INIT();
+    ahead_of_frontier(&tb_runtime_word);
+}
+
+static uint64_t *tb_holder;          /* a root: a heap object holding the word */
+
+Test(blacklist, heap_word_ahead_of_frontier)
+{
+    GC_INIT();
+    tb_holder = GC_malloc(64);
+    cr_assert_not_null(tb_holder);
+    ahead_of_frontier(&tb_holder[3]);
+    cr_assert(lfgc_is_live(tb_holder));
+}
