@@ -16,7 +16,7 @@
 #include "internal.h"
 
 uint64_t lf_free_canary;
-struct class_kind lf_class_kinds[NUM_CLASSES][MAX_KINDS];
+LF_UNSCANNED struct class_kind lf_class_kinds[NUM_CLASSES][MAX_KINDS];
 static uint32_t class_kind_free_count[NUM_CLASSES][MAX_KINDS];
 struct thread_cache lf_empty_cache;
 __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;

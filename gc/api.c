@@ -37,8 +37,10 @@ LFGC_EXPORT int GC_use_entire_heap;
 LFGC_EXPORT int GC_quiet;
 LFGC_EXPORT unsigned long GC_time_limit;
 LFGC_EXPORT GC_word GC_non_gc_bytes;
-LFGC_EXPORT void *GC_least_plausible_heap_addr = (void *)LOWFAT_HEAP_START;
-LFGC_EXPORT void *GC_greatest_plausible_heap_addr = (void *)(LOWFAT_HEAP_END - 1);
+/* Bounds that are no heap address themselves, as bdwgc's are not (a word
+ * below the heap, one past its end): a program scans its copy of them. */
+LFGC_EXPORT void *GC_least_plausible_heap_addr = (void *)(LOWFAT_HEAP_START - sizeof(void *));
+LFGC_EXPORT void *GC_greatest_plausible_heap_addr = (void *)LOWFAT_HEAP_END;
 LFGC_EXPORT GC_oom_func GC_oom_fn = default_oom_fn;
 
 static GC_warn_proc warn_proc = GC_default_warn_proc;

@@ -36,7 +36,7 @@
 
 #include "internal.h"
 
-struct gc_heap_stats lf_hs;
+LF_UNSCANNED struct gc_heap_stats lf_hs;
 bool lf_print_stats;
 bool lf_gc_initialized;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;

@@ -54,7 +54,7 @@ LFGC_EXPORT const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE] = {
 
 LFGC_EXPORT uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
 
-struct region lf_regions[NUM_CLASSES];
+LF_UNSCANNED struct region lf_regions[NUM_CLASSES];
 uint8_t *lf_chunk_map;
 bool lf_layout_ok;
 

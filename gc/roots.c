@@ -5,7 +5,9 @@
  * dlopen'ed libraries are covered) but for their RELRO parts, the ranges
  * added with GC_add_roots,
  * minus the ranges excluded with GC_exclude_static_roots.  lfgc's own
- * shared object is skipped: its state holds no pointer that must retain.
+ * state is never a root: its globals that may look like heap addresses
+ * are in the lf_unscanned section, left out in any link, and its shared
+ * object, when it is one, is skipped whole (nothing else in it retains).
  * Stacks and registers are in threads.c.
  */
 #define _GNU_SOURCE
@@ -61,10 +63,17 @@ static void exclude(uintptr_t lo, uintptr_t hi)
     excluded.n++;
 }
 
+/* Bounds of the section of LF_UNSCANNED globals, from the linker. */
+extern char __start_lf_unscanned[], __stop_lf_unscanned[];
+
 void lf_roots_init(void)
 {
-    /* The global free-list heads point at free slots: no root. */
-    exclude((uintptr_t)&lf_class_kinds, (uintptr_t)(&lf_class_kinds + 1));
+    /* lfgc's own state (free-list heads, region bounds, sizes) is no
+     * root, in whatever object it was linked. */
+    exclude((uintptr_t)__start_lf_unscanned, (uintptr_t)__stop_lf_unscanned);
+    /* A program that reads lowfat_heap_top directly may have it copied
+     * into its own data (a copy relocation): leave that copy out too. */
+    exclude((uintptr_t)&lowfat_heap_top, (uintptr_t)(&lowfat_heap_top + 1));
 }
 
 /* Scan [lo, hi) minus the excluded ranges. */

@@ -8,6 +8,9 @@
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 #include "../gc/internal.h"
 
+#include <err.h>
+#include <errno.h>
+
 /* ------------------------------------------------------------------ */
 /* Region edges                                                        */
 
@@ -108,4 +111,130 @@ Test(layout_edge, word_in_partial_first_slot_after_full_region)
         cr_assert_not(tu_live(h[i]), "dropped object %zu was not reclaimed", i);
     cr_assert_eq(lfgc_is_live((void *)edge_stray), 0,
                  "a word into the partial first slot counts as an object");
+}
+
+/* ------------------------------------------------------------------ */
+/* Static link                                                         */
+
+static void call_warn(void *arg)
+{
+    (void)arg;
+    errno = ENOENT;
+    warn("the program's warning %d", 42);
+}
+
+/* lfgc's internal names are prefixed: a program's call to warn(3) reaches
+ * libc's, which names the program and errno. */
+Test(static_link, warn_is_libc)
+{
+    GC_INIT();
+    Dl_info di;
+    cr_assert(dladdr((void *)(uintptr_t)&warn, &di), "warn is not in any object");
+    cr_assert_not_null(strstr(di.dli_fname, "libc"), "warn resolves to %s", di.dli_fname);
+    char out[512], want[512];
+    tu_capture_stderr(call_warn, NULL, out, sizeof out);
+    snprintf(want, sizeof want, "%s: the program's warning 42: %s\n",
+             program_invocation_short_name, strerror(ENOENT));
+    cr_assert_str_eq(out, want);
+}
+
+static void *volatile first_keep;
+
+static TU_NOINLINE GC_hidden_pointer first_alloc(unsigned c)
+{
+    size_t n = tu_class_sizes[c] - 1;
+    uint64_t *p = GC_malloc(n);
+    cr_assert_not_null(p, "GC_malloc(%zu)", n);
+    for (size_t j = 0; j < n / 8; j++)
+        p[j] = tu_pattern(c, j);
+    return tu_hide(p);
+}
+
+static TU_NOINLINE int first_intact(GC_hidden_pointer h, unsigned c)
+{
+    const uint64_t *p = GC_REVEAL_POINTER(h);
+    for (size_t j = 0; j < (tu_class_sizes[c] - 1) / 8; j++)
+        if (p[j] != tu_pattern(c, j))
+            return 0;
+    return 1;
+}
+
+/* Is the object the first slot of class c's region?  (Addresses are
+ * computed here, not in the test's frame, where they would be roots.) */
+static TU_NOINLINE int first_at(GC_hidden_pointer h, unsigned c)
+{
+    const struct region *r = &lf_regions[c];
+    return (uintptr_t)GC_REVEAL_POINTER(h) == r->q0 * r->size;
+}
+
+/* Set the heap limit to the address of the first slot of a class whose
+ * region starts with a slot that no other shared object's data points
+ * to; returns the class, 0 if none. */
+static TU_NOINLINE unsigned limit_at_first_slot(unsigned last)
+{
+    for (unsigned c = 1; c <= last; c++) {
+        const struct region *r = &lf_regions[c];
+        if (r->q0 * r->size == r->start && !tu_foreign_refs(r->start, r->start + r->size)) {
+            GC_set_max_heap_size((size_t)r->start);
+            return c;
+        }
+    }
+    return 0;
+}
+
+/* In a static link lfgc's own data are part of the program's: none of it
+ * may retain an object (each region's bounds would pin its first slot).
+ * The first object of each class is dropped and must be reclaimed, but
+ * where a word in another shared object's data points to it (a false
+ * reference the collector rightly honours). */
+Test(static_link, first_objects_of_each_class_reclaimed)
+{
+    GC_INIT();
+    enum { LAST = 47 };                     /* classes up to 1 MiB */
+    /* A heap limit equal to the address of a region's first slot must not
+     * pin that slot (lfgc keeps the limit in its data). */
+    cr_assert_neq(limit_at_first_slot(LAST), 0, "no class for the heap-limit check");
+    GC_hidden_pointer h[LAST + 1];
+    GC_disable();
+    for (unsigned c = 0; c <= LAST; c++) {
+        h[c] = first_alloc(c);
+        cr_assert(first_at(h[c], c), "the first %llu-byte object is not its region's first slot",
+                  (unsigned long long)tu_class_sizes[c]);
+    }
+    GC_hidden_pointer keep = first_alloc(3);
+    tu_store(&first_keep, keep, 0);
+    GC_enable();
+    tu_collect();
+
+    cr_assert(tu_live(keep), "an object kept by a root was reclaimed");
+    cr_assert(first_intact(keep, 3), "an object kept by a root was corrupted");
+    unsigned checked = 0;
+    for (unsigned c = 0; c <= LAST; c++) {
+        const struct region *r = &lf_regions[c];
+        uint64_t base = r->q0 * r->size;
+        if (tu_foreign_refs(base, base + r->size)) {
+            cr_log_info("class %u: a false reference in a shared object", c);
+            continue;
+        }
+        checked++;
+        cr_expect_not(tu_live(h[c]), "the first %llu-byte object was retained",
+                      (unsigned long long)r->size);
+    }
+    cr_assert_geq(checked, LAST / 2, "only %u classes free of false references", checked);
+}
+
+/* bdwgc's plausible-heap bounds are exported data, which a program's own
+ * data may hold a copy of (a copy relocation): they must bound the heap
+ * without being an address in it. */
+Test(static_link, plausible_bounds_are_no_heap_address)
+{
+    GC_INIT();
+    uintptr_t lo = (uintptr_t)GC_least_plausible_heap_addr;
+    uintptr_t hi = (uintptr_t)GC_greatest_plausible_heap_addr;
+    cr_assert_not(lowfat_is_ptr((void *)lo), "GC_least_plausible_heap_addr %#lx is in the heap", lo);
+    cr_assert_not(lowfat_is_ptr((void *)hi), "GC_greatest_plausible_heap_addr %#lx is in the heap", hi);
+    cr_assert_lt(lo, LOWFAT_HEAP_START);
+    cr_assert_geq(hi, LOWFAT_HEAP_END - 1);
+    void *p = GC_malloc(100);
+    cr_assert((uintptr_t)p >= lo && (uintptr_t)p <= hi);
 }
