@@ -47,7 +47,9 @@ void lf_alloc_init(void)
 void lf_warn(const char *fmt, uintptr_t arg)
 {
     GC_warn_proc proc = GC_get_warn_proc();
+    int cancel = nocancel_begin();      /* the lock may be held */
     proc((char *)fmt, (GC_word)arg);
+    nocancel_end(cancel);
 }
 
 void *lf_oom(size_t bytes)

@@ -277,6 +277,7 @@ void lf_collect(enum collect_reason why)
 {
     if (GC_dont_gc || collecting || !lf_layout_ok)
         return;
+    int cancel = nocancel_begin();
     /* Every callee-saved register goes into this frame, above `here`:
      * the program's pointers held in registers are scanned with the
      * stack from here on, and the collector's own deeper frames are not. */
@@ -382,6 +383,7 @@ void lf_collect(enum collect_reason why)
     lf_sweepers_release();
     collecting = false;
     lf_event(GC_EVENT_END);
+    nocancel_end(cancel);
 }
 
 LFGC_EXPORT void GC_gcollect(void)

@@ -317,6 +317,23 @@ static inline void lock(void)
         lf_lock_contended();
 }
 static inline void unlock(void) { pthread_mutex_unlock(&lf_gc_lock); }
+/* Cancellation is off while a thread collects, stops the world or waits
+ * with the lock held: acted upon there (sem_timedwait, pthread_cond_wait,
+ * open and read are cancellation points), it would unwind the thread with
+ * the lock held and the world stopped, and the thread's cleanup would
+ * wait for the lock for ever.  A pending request takes effect at the next
+ * cancellation point after.  Slow paths only. */
+static inline int nocancel_begin(void)
+{
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    return old;
+}
+static inline void nocancel_end(int old)
+{
+    int ignored;
+    pthread_setcancelstate(old, &ignored);
+}
 
 /* ------------------------------------------------------------------ */
 /* Collection (collect.c) and statistics (stats.c)                     */

@@ -199,10 +199,12 @@ static struct thread_rec *register_self(uintptr_t bottom)
     uintptr_t tls_lo = 0, tls_hi = 0;
     if (getpid() == gettid())
         main_static_tls(&tls_lo, &tls_hi);
+    int cancel = nocancel_begin();      /* the main thread reads its maps */
     lock();
     struct thread_rec *rec = rec_alloc();
     if (!rec) {
         unlock();
+        nocancel_end(cancel);
         return NULL;
     }
     rec->id = pthread_self();
@@ -229,6 +231,7 @@ static struct thread_rec *register_self(uintptr_t bottom)
     tl_self = rec;
     lf_tl_cache = &rec->cache;
     unlock();
+    nocancel_end(cancel);
     pthread_setspecific(exit_key, rec);
     return rec;
 }
@@ -309,6 +312,12 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
         return;
     }
     ucontext_t *uc = context;
+    /* A stopped thread must not unwind while the collector scans its
+     * stack: sigsuspend below is a cancellation point.  (glibc's
+     * pthread_setcancelstate is only atomic operations on the thread's
+     * own flags: safe in a handler.) */
+    int cancel;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
     AO_t epoch = AO_load_full(&world_epoch);
     bool external = __atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE);
     memcpy(me->regs, uc->uc_mcontext.gregs, sizeof me->regs);
@@ -328,6 +337,7 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
     } else
         while (AO_load_full(&world_epoch) == epoch)
             sigsuspend(&wait);
+    pthread_setcancelstate(cancel, &cancel);
     errno = saved_errno;
 }
 
@@ -866,10 +876,14 @@ LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,
 
 /* The world stays stopped, and the lock held, until the matching start:
  * the caller must not allocate in between. */
+static int external_stop_cancel;        /* lock held to use */
+
 LFGC_EXPORT void GC_stop_world_external(void)
 {
     lf_ensure_init();
+    int cancel = nocancel_begin();
     lock();
+    external_stop_cancel = cancel;
     lf_sweepers_hold();
     lf_stop_world();
 }
@@ -878,7 +892,9 @@ LFGC_EXPORT void GC_start_world_external(void)
 {
     lf_start_world();
     lf_sweepers_release();
+    int cancel = external_stop_cancel;
     unlock();
+    nocancel_end(cancel);
 }
 
 static struct thread_rec *find_rec(pthread_t id);
@@ -908,10 +924,13 @@ static void *wait_until_resumed(void *arg)
 static void *suspend_self(void *arg)
 {
     struct thread_rec *me = arg;
+    int cancel = nocancel_begin();      /* stays suspended until resumed */
     lock();
     __atomic_store_n(&me->ext_suspended, 1, __ATOMIC_RELEASE);
     unlock();
-    return wait_until_resumed(me);
+    wait_until_resumed(me);
+    nocancel_end(cancel);
+    return NULL;
 }
 
 LFGC_EXPORT void GC_suspend_thread(void *thread)
@@ -936,6 +955,7 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
         GC_do_blocking(suspend_self, t);
         return;
     }
+    int cancel = nocancel_begin();      /* waits for the answer, lock held */
     __atomic_store_n(&t->ext_suspended, 1, __ATOMIC_RELEASE);
     /* Not in the middle of a sweep, which a collection would wait for. */
     lf_sweepers_hold();
@@ -949,6 +969,7 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
     }
     lf_sweepers_release();
     unlock();
+    nocancel_end(cancel);
 }
 
 LFGC_EXPORT void GC_resume_thread(void *thread)
@@ -1063,9 +1084,13 @@ LFGC_EXPORT int GC_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     si.detached = state == PTHREAD_CREATE_DETACHED;
     sem_init(&si.registered, 0, 0);
     int err = pthread_create(thread, attr, thread_start, &si);
+    /* Not cancelled in the wait: the new thread reads si, on this stack,
+     * until it posts. */
+    int cancel = nocancel_begin();
     if (err == 0)
         while (sem_wait(&si.registered) != 0 && errno == EINTR)
             ;
+    nocancel_end(cancel);
     sem_destroy(&si.registered);
     return err;
 }

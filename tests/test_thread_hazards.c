@@ -13,6 +13,10 @@
  *       variant, GC_realloc and GC_free register a plain pthread
  *   suspend_a_finished_thread   GC_suspend_thread after the thread ended
  *       but before the join, as bdwgc
+ *   cancelled_inside_a_collection   a cancellation point in the collector
+ *       does not act (it would unwind with the lock held)
+ *   cancelled_while_stopped   a stopped thread is not unwound
+ *   cancelled_at_random_while_collecting   the same, at real cancellation points
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -372,4 +377,202 @@ Test(hazards, suspend_a_finished_thread, .timeout = 60)
         cr_assert_eq(bad, 0, "the return value was reclaimed before the join (node %zu)", bad - 1);
         cr_assert_not(GC_is_thread_suspended(id), "a joined thread reads as suspended");
     }
+}
+
+/* ================================================================== */
+/* 3. pthread_cancel and the collector                                  */
+
+/* Run fn in a child process that must exit with status 0 within `secs`
+ * seconds: a deadlock fails the test instead of blocking it. */
+static void in_child(int (*fn)(void), unsigned secs, const char *what)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        alarm(secs);
+        _exit(fn());
+    }
+    int status = 0;
+    double end = now_s() + secs + 5;
+    pid_t r;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now_s() < end)
+        sleep_ms(5);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    cr_assert(WIFEXITED(status), "%s: the child %s", what,
+              WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM
+                  ? "hung (deadlock)" : "was killed");
+    cr_assert_eq(WEXITSTATUS(status), 0, "%s: the child failed (status %d)", what,
+                 WEXITSTATUS(status));
+}
+
+/* A cancellation point reached inside the collector (here a collection
+ * event handler calling pthread_testcancel, with the world stopped) must
+ * not act: unwinding there would leave the lock held and the world
+ * stopped.  The request takes effect at the thread's next cancellation
+ * point instead. */
+static pthread_t cc_probe;
+static atomic_long cc_returned;
+static atomic_long cc_events;
+
+static void cc_on_event(GC_EventType e)
+{
+    if (e == GC_EVENT_MARK_START && pthread_equal(pthread_self(), cc_probe)) {
+        atomic_fetch_add(&cc_events, 1);
+        pthread_testcancel();
+    }
+}
+
+static void *cc_thread(void *arg)
+{
+    (void)arg;
+    cc_probe = pthread_self();
+    pthread_cancel(pthread_self());
+    GC_gcollect();
+    (void)GC_MALLOC(2 * MiB);     /* large: through the lock */
+    atomic_store(&cc_returned, 1);
+    pthread_testcancel();
+    return NULL;
+}
+
+static struct node *cc_root;
+
+static int cc_child(void)
+{
+    GC_INIT();
+    cc_root = GC_REVEAL_POINTER(list_build(0xcc, UR_NODES));
+    GC_set_on_collection_event(cc_on_event);
+    pthread_t t;
+    if (pthread_create(&t, NULL, cc_thread, NULL) != 0)
+        return 10;
+    void *ret = NULL;
+    if (pthread_join(t, &ret) != 0)
+        return 11;
+    if (ret != PTHREAD_CANCELED)
+        return 12;
+    if (atomic_load(&cc_returned) != 1 || atomic_load(&cc_events) != 1)
+        return 13;
+    garbage(4 * MiB, 1);
+    GC_gcollect();                          /* the lock was given back */
+    if (list_check(cc_root, 0xcc, UR_NODES))
+        return 14;
+    return 0;
+}
+
+Test(hazards, cancelled_inside_a_collection, .timeout = 60)
+{
+    in_child(cc_child, 20, "a thread cancelled in the collector");
+}
+
+/* A thread stopped by a collection (here GC_stop_world_external) waits
+ * in sigsuspend, a cancellation point: a pthread_cancel then must not
+ * unwind it while the world is stopped and its stack is being scanned. */
+static atomic_long cs_count;
+static atomic_long cs_unwound;
+static atomic_int cs_may_cancel;
+
+static void cs_cleanup(void *arg)
+{
+    (void)arg;
+    atomic_store(&cs_unwound, 1);
+}
+
+static void *cs_thread(void *arg)
+{
+    (void)arg;
+    pthread_cleanup_push(cs_cleanup, NULL);
+    for (;;) {
+        atomic_fetch_add(&cs_count, 1);
+        if (atomic_load(&cs_may_cancel))
+            pthread_testcancel();
+    }
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+Test(hazards, cancelled_while_stopped, .timeout = 60)
+{
+    GC_INIT();
+    for (int round = 0; round < 5; round++) {
+        atomic_store(&cs_count, 0);
+        atomic_store(&cs_unwound, 0);
+        atomic_store(&cs_may_cancel, 0);
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, cs_thread, NULL), 0);
+        cr_assert(wait_at_least(&cs_count, 1000, 10), "the thread never ran");
+        GC_stop_world_external();
+        long before = atomic_load(&cs_count);
+        pthread_cancel(t);
+        sleep_ms(30);
+        long unwound = atomic_load(&cs_unwound);
+        long during = atomic_load(&cs_count);
+        GC_start_world_external();
+        atomic_store(&cs_may_cancel, 1);
+        void *ret = NULL;
+        cr_assert_eq(pthread_join(t, &ret), 0);
+        cr_assert_eq(unwound, 0, "a stopped thread was unwound by a cancellation");
+        cr_assert_eq(during, before, "the thread ran while the world was stopped");
+        cr_assert_eq(ret, PTHREAD_CANCELED, "the cancellation was lost");
+        cr_assert_eq(atomic_load(&cs_unwound), 1);
+    }
+}
+
+/* The same with real cancellation points, at random moments: a thread
+ * collecting in a loop is cancelled while other threads' answers, the
+ * parallel markers or /proc are waited for. */
+static atomic_int cr_stop;
+static struct node *cr_ballast;
+
+static void *cr_worker(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&cr_stop)) {
+        GC_gcollect();
+        for (int i = 0; i < 100; i++)
+            (void)GC_MALLOC(64);
+    }
+    return NULL;
+}
+
+static void *cr_bystander(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&cr_stop))
+        garbage(64 * KiB, 7);
+    return NULL;
+}
+
+static int cr_child(void)
+{
+    GC_INIT();
+    cr_ballast = GC_REVEAL_POINTER(list_build(0xba, 200000));   /* work for the markers */
+    pthread_t by;
+    if (pthread_create(&by, NULL, cr_bystander, NULL) != 0)
+        return 10;
+    uint64_t seed = 1;
+    for (int round = 0; round < 40; round++) {
+        atomic_store(&cr_stop, 0);
+        pthread_t t;
+        if (pthread_create(&t, NULL, cr_worker, NULL) != 0)
+            return 11;
+        seed = mix(seed);
+        sleep_ms((unsigned)(seed % 15));
+        pthread_cancel(t);
+        sleep_ms(5);
+        atomic_store(&cr_stop, 1);
+        if (pthread_join(t, NULL) != 0)
+            return 12;
+        GC_gcollect();
+    }
+    atomic_store(&cr_stop, 1);
+    pthread_join(by, NULL);
+    return list_check(cr_ballast, 0xba, 200000) ? 13 : 0;
+}
+
+Test(hazards, cancelled_at_random_while_collecting, .timeout = 90)
+{
+    in_child(cr_child, 40, "threads cancelled while collecting");
 }
