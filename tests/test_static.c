@@ -195,11 +195,13 @@ Test(static_link, first_objects_of_each_class_reclaimed)
      * pin that slot (lfgc keeps the limit in its data). */
     cr_assert_neq(limit_at_first_slot(LAST), 0, "no class for the heap-limit check");
     GC_hidden_pointer h[LAST + 1];
+    bool first[LAST + 1];
     GC_disable();
     for (unsigned c = 0; c <= LAST; c++) {
         h[c] = first_alloc(c);
-        cr_assert(first_at(h[c], c), "the first %llu-byte object is not its region's first slot",
-                  (unsigned long long)tu_class_sizes[c]);
+        /* Not there when a word seen at start-up blacklisted that chunk
+         * (lfgc's own words would, had the scan not left them out). */
+        first[c] = first_at(h[c], c);
     }
     GC_hidden_pointer keep = first_alloc(3);
     tu_store(&first_keep, keep, 0);
@@ -212,6 +214,10 @@ Test(static_link, first_objects_of_each_class_reclaimed)
     for (unsigned c = 0; c <= LAST; c++) {
         const struct region *r = &lf_regions[c];
         uint64_t base = r->q0 * r->size;
+        if (!first[c]) {
+            cr_log_info("class %u: the region's first chunk is blacklisted", c);
+            continue;
+        }
         if (tu_foreign_refs(base, base + r->size)) {
             cr_log_info("class %u: a false reference in a shared object", c);
             continue;
@@ -220,7 +226,8 @@ Test(static_link, first_objects_of_each_class_reclaimed)
         cr_expect_not(tu_live(h[c]), "the first %llu-byte object was retained",
                       (unsigned long long)r->size);
     }
-    cr_assert_geq(checked, LAST / 2, "only %u classes free of false references", checked);
+    cr_assert_geq(checked, LAST / 2, "only %u classes with their first slot free of false "
+                  "references", checked);
 }
 
 /* bdwgc's plausible-heap bounds are exported data, which a program's own
@@ -237,4 +244,21 @@ Test(static_link, plausible_bounds_are_no_heap_address)
     cr_assert_geq(hi, LOWFAT_HEAP_END - 1);
     void *p = GC_malloc(100);
     cr_assert((uintptr_t)p >= lo && (uintptr_t)p <= hi);
+}
+
+extern char __start_lf_unscanned[], __stop_lf_unscanned[];
+
+static int unscanned(const void *p, size_t n)
+{
+    return (const char *)p >= __start_lf_unscanned && (const char *)p + n <= __stop_lf_unscanned;
+}
+
+/* The globals that hold heap addresses or sizes are in the section the
+ * root scan leaves out (with a blacklist, a word they held would cost a
+ * chunk per region rather than retain: the test above sees it less). */
+Test(static_link, own_state_is_unscanned)
+{
+    cr_assert(unscanned(lf_regions, sizeof lf_regions), "the region table is scanned");
+    cr_assert(unscanned(lf_class_kinds, sizeof lf_class_kinds), "the free-list heads are scanned");
+    cr_assert(unscanned(&lf_hs, sizeof lf_hs), "the heap figures are scanned");
 }
