@@ -579,7 +579,10 @@ static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
 void *lf_alloc_kind(size_t bytes, unsigned kind)
 {
     lf_ensure_init();
-    return alloc_in_class(class_for(bytes), bytes, kind);
+    void *p = alloc_in_class(class_for(bytes), bytes, kind);
+    if (unlikely(AO_load(&lf_finalizers_due)))
+        lf_finalize_due();
+    return p;
 }
 
 /* Out of line, so that the fast paths need no stack frame: they reach it
@@ -760,6 +763,8 @@ static bool check_base(void *p, struct region **rp, struct span **sp)
     return true;
 }
 
+static size_t object_size(const struct region *r, const void *p);
+
 static void free_object(void *p)
 {
     if (!p)
@@ -775,6 +780,8 @@ static void free_object(void *p)
     }
     unsigned kind = s->kind;
     unsigned c = (unsigned)(r - lf_regions);
+    if (lf_finalize_entries())
+        lf_finalize_forget(p, object_size(r, p));
     if (r->large) {
         lf_hs.freed_since_gc += s->obj_bytes;
         mark_clear(r, p);

@@ -288,6 +288,7 @@ void lf_collect(enum collect_reason why)
     lf_sweepers_hold();
     lf_event(GC_EVENT_START);
     lf_mark_prepare();
+    lf_finalize_before_stop();
     uint64_t t0 = lf_now_ns();
     lf_event(GC_EVENT_PRE_STOP_WORLD);
     lf_stop_world();
@@ -319,7 +320,9 @@ void lf_collect(enum collect_reason why)
     lf_uncollectables_push();
     lf_roots_mark();
     lf_stacks_mark();
+    lf_finalize_mark_roots();
     lf_mark_finish();
+    lf_finalize_after_mark();
     lf_event(GC_EVENT_MARK_END);
 
     lf_event(GC_EVENT_RECLAIM_START);
@@ -380,6 +383,7 @@ void lf_collect(enum collect_reason why)
     lf_stats_record_pause(pause);
     if (lf_print_stats)
         lf_stats_print_collection(pause);
+    lf_finalize_after_restart();
     lf_sweepers_release();
     collecting = false;
     lf_event(GC_EVENT_END);
@@ -394,6 +398,8 @@ LFGC_EXPORT void GC_gcollect(void)
     if (lf_gcollect_unmaps())
         lf_release_idle_spans(true);
     unlock();
+    if (unlikely(AO_load(&lf_finalizers_due)))
+        lf_finalize_due();
 }
 
 LFGC_EXPORT void GC_gcollect_and_unmap(void)
@@ -403,6 +409,8 @@ LFGC_EXPORT void GC_gcollect_and_unmap(void)
     lf_collect(COLLECT_EXPLICIT);
     lf_release_idle_spans(true);
     unlock();
+    if (unlikely(AO_load(&lf_finalizers_due)))
+        lf_finalize_due();
 }
 
 /* bdwgc does a little of an incremental collection here.  lfgc has no

@@ -270,6 +270,12 @@ static inline void mark_clear(struct region *r, const void *p)
     r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
 }
 void lf_uncollectables_push(void);
+/* After lf_mark_finish, for finalization (world stopped).  A pointer
+ * outside the heap counts as marked. */
+bool lf_mark_is_set(const void *p);
+bool lf_mark_in_object(const void *p);          /* p is in an allocated slot */
+void lf_mark_object(const void *p);             /* mark it and what it reaches */
+void lf_mark_contents(const void *p, bool skip_self);   /* what it reaches */
 void lf_sweep_after_mark(bool generational);
 void lf_mark_clear_aging(void);
 void *lf_sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
@@ -284,6 +290,18 @@ bool lf_dirty_begin(void);           /* false: this collection must be full  */
 uint64_t lf_dirty_mark_old(void);       /* bytes of old objects queued */
 void lf_dirty_protect(void);
 void lf_dirty_after_fork(void);
+
+/* ------------------------------------------------------------------ */
+/* Finalization, disappearing links, toggle references (finalize.c)    */
+
+extern volatile AO_t lf_finalizers_due;
+size_t lf_finalize_entries(void);      /* finalizers and links registered */
+void lf_finalize_before_stop(void);     /* lock held, world running   */
+void lf_finalize_mark_roots(void);      /* world stopped              */
+void lf_finalize_after_mark(void);      /* world stopped, marks final */
+void lf_finalize_after_restart(void);   /* lock held                  */
+void lf_finalize_due(void);             /* lock not held              */
+void lf_finalize_forget(void *p, size_t bytes);  /* GC_free, lock held */
 
 /* ------------------------------------------------------------------ */
 /* Roots (roots.c)                                                     */

@@ -577,6 +577,9 @@ void lf_mark_finish(void)
         pthread_mutex_unlock(&work_lock);
     }
     mark_recover_overflow();
+    /* Finalization marks more after this, on this thread: serially until
+     * it has enough to wake the helpers again. */
+    parallel_now = false;
 }
 
 /* After fork() only the forking thread exists: helpers must be made anew. */
@@ -589,6 +592,75 @@ void lf_mark_after_fork(void)
     pthread_cond_init(&work_cond, NULL);
     pthread_cond_init(&done_cond, NULL);
     work_list = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Queries and marks for finalization, after lf_mark_finish, world stopped */
+
+/* The region and slot of the object p points into, if a span in use
+ * holds it. */
+static bool object_of(const void *p, struct region **rp, uint64_t *qp)
+{
+    uint64_t c = ((uintptr_t)p >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
+    if (c >= NUM_CLASSES)
+        return false;
+    struct region *r = &lf_regions[c];
+    uint64_t q = lowfat_slot_number(p);
+    if (q < r->q0 || !lf_chunk_map[(q * r->size) >> CHUNK_SHIFT])
+        return false;
+    *rp = r;
+    *qp = q;
+    return true;
+}
+
+bool lf_mark_is_set(const void *p)
+{
+    struct region *r;
+    uint64_t q;
+    if (!lowfat_is_heap_ptr(p))
+        return true;                    /* not the collector's to free */
+    if (!object_of(p, &r, &q))
+        return false;
+    uint64_t bit = q - r->q0;
+    return (r->mark_bits[bit >> 6] >> (bit & 63)) & 1;
+}
+
+bool lf_mark_in_object(const void *p)
+{
+    struct region *r;
+    uint64_t q;
+    return object_of(p, &r, &q) && (r->large || !slot_is_free((void *)(q * r->size)));
+}
+
+void lf_mark_object(const void *p)
+{
+    uintptr_t w = (uintptr_t)p;
+    lf_mark_range(&w, &w + 1);
+}
+
+/* Mark what the object p points into reaches, not the object itself
+ * (unless something leads back to it); with skip_self, words pointing
+ * into the object are not followed. */
+void lf_mark_contents(const void *p, bool skip_self)
+{
+    struct region *r;
+    uint64_t q;
+    if (!object_of(p, &r, &q) || lf_kinds[lf_chunk_map[(q * r->size) >> CHUNK_SHIFT] - 1].ptrfree)
+        return;
+    uintptr_t base = q * r->size, end = object_end(base);
+    if (!skip_self) {
+        lf_mark_range((void *)base, (void *)end);
+        return;
+    }
+    struct marker *m = &markers[0];
+    for (const uintptr_t *w = (const uintptr_t *)base; (uintptr_t)(w + 1) <= end; w++) {
+        if (*w - base < end - base)
+            continue;
+        m->top = mark_word(m, *w, m->top, false);
+        if (m->top - m->stack >= PUSH_DRAIN_DEPTH)
+            drain(m);
+    }
+    drain(m);
 }
 
 static bool mark_is_set(const struct region *r, uint64_t q)

@@ -62,8 +62,8 @@ GC_API GC_word GC_free_space_divisor;  /* heap growth policy, default 3     */
 GC_API GC_word GC_max_retries;      /* collections tried before OOM          */
 GC_API int GC_dont_expand;          /* 1: collect before every heap growth    */
 GC_API int GC_dont_precollect;      /* accepted; lfgc never pre-collects     */
-GC_API int GC_java_finalization;    /* accepted for compatibility            */
-GC_API int GC_finalize_on_demand;   /* accepted for compatibility            */
+GC_API int GC_java_finalization;    /* 1 (default): see GC_register_finalizer_unreachable */
+GC_API int GC_finalize_on_demand;   /* 1: finalizers run only in GC_invoke_finalizers */
 GC_API int GC_find_leak;            /* accepted; leak mode is not supported  */
 GC_API int GC_get_find_leak(void);
 /* Warns when turning it on: lfgc has no leak-finding mode. */
@@ -311,6 +311,81 @@ typedef GC_word GC_hidden_pointer;
 #define REVEAL_POINTER(p) GC_REVEAL_POINTER(p)
 
 /* ------------------------------------------------------------------ */
+/* Finalization and disappearing links (bdwgc's semantics; docs/api.md).
+ *
+ * GC_register_finalizer(obj, fn, cd, ofn, ocd): once the object obj
+ * points into is unreachable, fn(obj, cd) runs, once, outside the
+ * collection: in the next thread to allocate or collect, or in
+ * GC_invoke_finalizers when GC_finalize_on_demand is set.  If A reaches B
+ * and both become unreachable, A's finalizer runs first and B (with all
+ * it reaches) stays until a later collection finds it unreachable.
+ * Finalizable objects on a cycle are never finalized (the warn proc says
+ * so).  A finalizer may store its object somewhere reachable: nothing it
+ * reaches has been freed.  cd is a root until the finalizer has run.  The
+ * previous registration's fn and cd go to *ofn and *ocd (either may be
+ * NULL); fn NULL unregisters.  obj outside the heap, or NULL: ignored
+ * (*ofn and *ocd set to NULL).  GC_free(obj) unregisters.
+ *   _ignore_self:  pointers from the object into itself do not count;
+ *   _no_order:     finalized regardless of what reaches it;
+ *   _unreachable:  as the plain call, and not while reachable from an
+ *                  object registered _no_order (GC_java_finalization on). */
+typedef void (*GC_finalization_proc)(void *obj, void *client_data);
+GC_API void GC_register_finalizer(void *obj, GC_finalization_proc fn, void *cd,
+                                  GC_finalization_proc *ofn, void **ocd);
+GC_API void GC_register_finalizer_ignore_self(void *obj, GC_finalization_proc fn, void *cd,
+                                              GC_finalization_proc *ofn, void **ocd);
+GC_API void GC_register_finalizer_no_order(void *obj, GC_finalization_proc fn, void *cd,
+                                           GC_finalization_proc *ofn, void **ocd);
+GC_API void GC_register_finalizer_unreachable(void *obj, GC_finalization_proc fn, void *cd,
+                                              GC_finalization_proc *ofn, void **ocd);
+/* Run the finalizers that are due; returns how many ran. */
+GC_API int GC_invoke_finalizers(void);
+/* Nonzero when GC_invoke_finalizers has something to do (no lock). */
+GC_API int GC_should_invoke_finalizers(void);
+/* Finalize every registered object, reachable or not (at exit). */
+GC_API void GC_finalize_all(void);
+GC_API void GC_set_finalize_on_demand(int);
+GC_API int GC_get_finalize_on_demand(void);
+GC_API void GC_set_java_finalization(int);
+GC_API int GC_get_java_finalization(void);
+/* With GC_finalize_on_demand set, called (outside the lock) once after
+ * each collection that made finalizers due. */
+typedef void (*GC_finalizer_notifier_proc)(void);
+GC_API GC_finalizer_notifier_proc GC_finalizer_notifier;
+GC_API void GC_set_finalizer_notifier(GC_finalizer_notifier_proc);
+GC_API GC_finalizer_notifier_proc GC_get_finalizer_notifier(void);
+/* Called, lock held, for each object a collection queued for finalization. */
+typedef void (*GC_await_finalize_proc)(void *obj);
+GC_API void GC_set_await_finalize_proc(GC_await_finalize_proc);
+GC_API GC_await_finalize_proc GC_get_await_finalize_proc(void);
+
+/* Disappearing links: *link (an aligned word anywhere) is set to NULL
+ * when obj becomes unreachable: short links before finalizers are
+ * decided, long links only once obj cannot come back (after them).  A
+ * link that lies in a heap object goes when that object dies.  Return
+ * GC_SUCCESS, GC_DUPLICATE (the link is registered already) or
+ * GC_NO_MEMORY.  GC_register_disappearing_link(link) uses the object
+ * holding link as obj.  Read a hidden link's target under
+ * GC_call_with_alloc_lock, or a collection may clear it in between. */
+GC_API int GC_general_register_disappearing_link(void **link, const void *obj);
+GC_API int GC_register_disappearing_link(void **link);
+GC_API int GC_unregister_disappearing_link(void **link);     /* 1 if it was */
+/* GC_SUCCESS, GC_DUPLICATE (new_link taken), GC_NOT_FOUND (link unknown). */
+GC_API int GC_move_disappearing_link(void **link, void **new_link);
+GC_API int GC_register_long_link(void **link, const void *obj);
+GC_API int GC_unregister_long_link(void **link);
+GC_API int GC_move_long_link(void **link, void **new_link);
+
+/* Toggle references: obj is held strongly or weakly, as the callback
+ * (run by each collection, lock held, world running; it must not
+ * allocate) decides, until it says DROP or obj dies. */
+typedef enum { GC_TOGGLE_REF_DROP, GC_TOGGLE_REF_STRONG, GC_TOGGLE_REF_WEAK } GC_ToggleRefStatus;
+typedef GC_ToggleRefStatus (*GC_toggleref_func)(void *obj);
+GC_API void GC_set_toggleref_func(GC_toggleref_func);
+GC_API GC_toggleref_func GC_get_toggleref_func(void);
+GC_API int GC_toggleref_add(void *obj, int is_strong);
+
+/* ------------------------------------------------------------------ */
 /* Threads.  Every thread that allocates or holds heap pointers must be
  * known to the collector: threads created by GC_pthread_create (what
  * pthread_create becomes under GC_THREADS) are; others register with
@@ -322,7 +397,8 @@ typedef GC_word GC_hidden_pointer;
 #define GC_NO_THREADS    2
 #define GC_UNIMPLEMENTED 3
 #define GC_NOT_FOUND     4   /* not registered                           */
-#define GC_NO_MEMORY     5
+#define GC_NO_MEMORY     2   /* out of memory (bdwgc's value, shared with
+                                GC_NO_THREADS, which lfgc never returns) */
 
 struct GC_stack_base {
     void *mem_base;          /* highest address of the stack (x86_64)    */

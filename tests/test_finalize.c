@@ -1,0 +1,832 @@
+/* test_finalize.c: finalizers, disappearing links and toggle references.
+ *
+ * Every test checks both sides: what must be finalized or cleared is,
+ * exactly once, and what must stay alive is intact (its contents are a
+ * pattern derived from an id, checked word by word).  Objects are made
+ * and revealed only in noinline helpers; the test bodies hold hidden
+ * pointers (see test_util.h).
+ */
+#define GC_THREADS 1
+#include "test_util.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+TestSuite(fin, .init = tu_warm_up);
+
+/* A finalizable node: an id, a pointer, and a checked pattern. */
+#define NODE_WORDS 8
+struct node {
+    uint64_t id;
+    struct node *next;
+    uint64_t pattern[NODE_WORDS - 2];
+};
+
+#define MAX_IDS 4096
+static _Atomic int finalized[MAX_IDS];      /* times each id was finalized */
+static _Atomic int order[MAX_IDS];          /* ids in the order finalized */
+static _Atomic int order_len;
+static _Atomic int intact_at_finalization = 1;
+
+static void fill(struct node *n, uint64_t id)
+{
+    n->id = id;
+    for (int j = 0; j < NODE_WORDS - 2; j++)
+        n->pattern[j] = tu_pattern(id, (uint64_t)j);
+}
+
+static int node_intact(const struct node *n, uint64_t id)
+{
+    if (n->id != id)
+        return 0;
+    for (int j = 0; j < NODE_WORDS - 2; j++)
+        if (n->pattern[j] != tu_pattern(id, (uint64_t)j))
+            return 0;
+    return 1;
+}
+
+/* Finalizer: counts, records the order, and checks the object and what
+ * it points to (through next) are intact. */
+static void count_fin(void *obj, void *cd)
+{
+    struct node *n = obj;
+    if ((uint64_t)(uintptr_t)cd != n->id || !node_intact(n, n->id))
+        intact_at_finalization = 0;
+    for (struct node *m = n->next; m && m != n; m = m->next == n ? NULL : m->next)
+        if (!node_intact(m, m->id))
+            intact_at_finalization = 0;
+    if (n->id < MAX_IDS) {
+        finalized[n->id]++;
+        order[order_len++] = (int)n->id;
+    }
+}
+
+static void reset_counts(void)
+{
+    for (int i = 0; i < MAX_IDS; i++)
+        finalized[i] = order[i] = 0;
+    order_len = 0;
+    intact_at_finalization = 1;
+}
+
+typedef void (*register_fn)(void *, GC_finalization_proc, void *, GC_finalization_proc *,
+                            void **);
+
+static TU_NOINLINE GC_hidden_pointer new_node(uint64_t id, register_fn reg)
+{
+    struct node *n = GC_MALLOC(sizeof *n);
+    cr_assert(n);
+    fill(n, id);
+    if (reg)
+        reg(n, count_fin, (void *)(uintptr_t)id, NULL, NULL);
+    return tu_hide(n);
+}
+
+static TU_NOINLINE void link_nodes(GC_hidden_pointer from, GC_hidden_pointer to)
+{
+    struct node *a = GC_REVEAL_POINTER(from);
+    a->next = to ? GC_REVEAL_POINTER(to) : NULL;
+}
+
+static TU_NOINLINE int intact(GC_hidden_pointer h, uint64_t id)
+{
+    return node_intact(GC_REVEAL_POINTER(h), id);
+}
+
+/* Roots the test controls: a static array, cleared to drop. */
+static void *volatile roots[16];
+
+/* ------------------------------------------------------------------ */
+/* Registration                                                         */
+
+static void other_fin(void *obj, void *cd) { (void)obj; (void)cd; }
+
+static TU_NOINLINE void register_and_replace(GC_hidden_pointer h)
+{
+    void *obj = GC_REVEAL_POINTER(h);
+    GC_finalization_proc ofn = other_fin;
+    void *ocd = (void *)1;
+    GC_register_finalizer(obj, count_fin, (void *)7, &ofn, &ocd);
+    cr_assert(ofn == NULL && ocd == NULL, "a first registration reports no old finalizer");
+    GC_register_finalizer(obj, other_fin, (void *)9, &ofn, &ocd);
+    cr_assert(ofn == count_fin && ocd == (void *)7, "the old finalizer and data are returned");
+    GC_register_finalizer(obj, NULL, NULL, &ofn, &ocd);
+    cr_assert(ofn == other_fin && ocd == (void *)9, "unregistering returns the last one");
+    ofn = other_fin;
+    GC_register_finalizer(obj, NULL, NULL, &ofn, &ocd);
+    cr_assert(ofn == NULL && ocd == NULL, "nothing left registered");
+}
+
+Test(fin, old_finalizer_returned_and_null_unregisters)
+{
+    reset_counts();
+    GC_hidden_pointer h = new_node(1, NULL);
+    register_and_replace(h);
+    tu_collect();
+    tu_collect();
+    cr_assert_eq(finalized[1], 0, "an unregistered finalizer ran");
+    cr_assert_not(tu_live(h), "the object was not reclaimed");
+}
+
+Test(fin, non_heap_object_ignored)
+{
+    static long not_heap;
+    GC_finalization_proc ofn = other_fin;
+    void *ocd = (void *)1;
+    GC_register_finalizer(&not_heap, count_fin, NULL, &ofn, &ocd);
+    cr_assert(ofn == NULL && ocd == NULL);
+    ofn = other_fin;
+    GC_register_finalizer(&not_heap, NULL, NULL, &ofn, &ocd);
+    cr_assert(ofn == NULL, "a non-heap registration was kept");
+    ofn = other_fin;
+    GC_register_finalizer(NULL, count_fin, NULL, &ofn, &ocd);
+    cr_assert(ofn == NULL && ocd == NULL);
+}
+
+Test(fin, unreachable_object_finalized_once_then_reclaimed)
+{
+    reset_counts();
+    GC_hidden_pointer h = new_node(3, GC_register_finalizer);
+    tu_collect();
+    cr_assert_eq(finalized[3], 1, "finalized %d times", finalized[3]);
+    cr_assert(intact_at_finalization, "the object was damaged before its finalizer ran");
+    tu_collect();
+    tu_collect();
+    cr_assert_eq(finalized[3], 1, "finalized again");
+    cr_assert_not(tu_live(h), "not reclaimed after its finalizer ran");
+}
+
+Test(fin, reachable_object_not_finalized)
+{
+    reset_counts();
+    GC_hidden_pointer h = new_node(4, GC_register_finalizer);
+    tu_store(&roots[0], h, 0);
+    for (int i = 0; i < 3; i++)
+        tu_collect();
+    cr_assert_eq(finalized[4], 0);
+    cr_assert(intact(h, 4));
+    roots[0] = NULL;
+    tu_collect();
+    cr_assert_eq(finalized[4], 1);
+}
+
+Test(fin, free_unregisters)
+{
+    reset_counts();
+    GC_hidden_pointer h = new_node(5, GC_register_finalizer);
+    GC_free(GC_REVEAL_POINTER(h));
+    tu_collect();
+    tu_collect();
+    cr_assert_eq(finalized[5], 0, "the finalizer of a freed object ran");
+}
+
+/* ------------------------------------------------------------------ */
+/* Order                                                                */
+
+/* A -> B -> C, all finalizable and unreachable: A, then B, then C, one
+ * per collection, each intact when its turn comes. */
+Test(fin, chain_finalized_in_order)
+{
+    reset_counts();
+    GC_hidden_pointer a = new_node(10, GC_register_finalizer);
+    GC_hidden_pointer b = new_node(11, GC_register_finalizer);
+    GC_hidden_pointer c = new_node(12, GC_register_finalizer);
+    link_nodes(a, b);
+    link_nodes(b, c);
+    tu_collect();
+    cr_assert_eq(order_len, 1, "%d finalized by the first collection", order_len);
+    cr_assert_eq(order[0], 10);
+    cr_assert(tu_live(b) && tu_live(c) && intact(b, 11) && intact(c, 12));
+    tu_collect();
+    cr_assert_eq(order_len, 2);
+    cr_assert_eq(order[1], 11);
+    cr_assert(intact(c, 12));
+    tu_collect();
+    cr_assert_eq(order_len, 3);
+    cr_assert_eq(order[2], 12);
+    cr_assert(intact_at_finalization);
+    tu_collect();
+    cr_assert_not(tu_live(a) || tu_live(b) || tu_live(c), "the chain was not reclaimed");
+}
+
+/* A cycle of finalizable objects is never finalized, and reported. */
+Test(fin, cycle_not_finalized_and_reported)
+{
+    reset_counts();
+    tu_warn_reset();
+    GC_set_warn_proc(tu_warn_proc);
+    GC_hidden_pointer a = new_node(20, GC_register_finalizer);
+    GC_hidden_pointer b = new_node(21, GC_register_finalizer);
+    link_nodes(a, b);
+    link_nodes(b, a);
+    tu_collect();
+    tu_collect();
+    cr_assert_eq(finalized[20] + finalized[21], 0, "a finalizable cycle was finalized");
+    cr_assert(tu_live(a) && tu_live(b) && intact(a, 20) && intact(b, 21));
+    int reported = 0;
+    for (int i = 0; i < tu_warn_count && i < TU_MAX_WARNINGS; i++)
+        reported |= strstr(tu_warnings[i].msg, "cycle") != NULL;
+    cr_assert(reported, "the cycle was not reported");
+}
+
+/* A pointer to itself: a cycle for GC_register_finalizer, nothing for
+ * the _ignore_self variant. */
+Test(fin, self_pointer_with_and_without_ignore_self)
+{
+    reset_counts();
+    GC_set_warn_proc(tu_warn_proc);
+    GC_hidden_pointer a = new_node(30, GC_register_finalizer);
+    GC_hidden_pointer b = new_node(31, GC_register_finalizer_ignore_self);
+    link_nodes(a, a);
+    link_nodes(b, b);
+    tu_collect();
+    tu_collect();
+    cr_assert_eq(finalized[30], 0, "a self-referencing object was finalized");
+    cr_assert_eq(finalized[31], 1, "an _ignore_self object was not finalized");
+    cr_assert(intact(a, 30));
+}
+
+/* No order: A -> B, both _no_order, are finalized by the same collection,
+ * and what A reaches is intact when A's finalizer runs. */
+Test(fin, no_order_finalizes_together)
+{
+    reset_counts();
+    GC_hidden_pointer a = new_node(40, GC_register_finalizer_no_order);
+    GC_hidden_pointer b = new_node(41, GC_register_finalizer_no_order);
+    link_nodes(a, b);
+    tu_collect();
+    cr_assert_eq(finalized[40], 1);
+    cr_assert_eq(finalized[41], 1);
+    cr_assert(intact_at_finalization);
+}
+
+/* _unreachable: not finalized while a _no_order object reaches it. */
+Test(fin, unreachable_waits_for_no_order_referrer)
+{
+    reset_counts();
+    GC_hidden_pointer n = new_node(50, GC_register_finalizer_no_order);
+    GC_hidden_pointer u = new_node(51, GC_register_finalizer_unreachable);
+    link_nodes(n, u);
+    tu_collect();
+    cr_assert_eq(finalized[50], 1);
+    cr_assert_eq(finalized[51], 0, "finalized while a no-order object reached it");
+    cr_assert(intact(u, 51));
+    tu_collect();
+    cr_assert_eq(finalized[51], 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Resurrection, allocation in finalizers                               */
+
+static void *volatile resurrected;
+static void resurrect_fin(void *obj, void *cd)
+{
+    count_fin(obj, cd);
+    resurrected = obj;
+}
+
+static TU_NOINLINE GC_hidden_pointer new_resurrecting_pair(void)
+{
+    struct node *a = GC_MALLOC(sizeof *a), *b = GC_MALLOC(sizeof *b);
+    fill(a, 60);
+    fill(b, 61);
+    a->next = b;
+    GC_register_finalizer(a, resurrect_fin, (void *)60, NULL, NULL);
+    return tu_hide(a);
+}
+
+static TU_NOINLINE int resurrected_intact(void)
+{
+    struct node *a = resurrected;
+    return a && node_intact(a, 60) && a->next && node_intact(a->next, 61);
+}
+
+Test(fin, resurrected_object_and_what_it_reaches_survive)
+{
+    reset_counts();
+    GC_hidden_pointer a = new_resurrecting_pair();
+    tu_collect();
+    cr_assert_eq(finalized[60], 1);
+    for (int i = 0; i < 3; i++) {
+        tu_collect();
+        cr_assert(resurrected_intact(), "a resurrected object or its referent was freed");
+    }
+    cr_assert_eq(finalized[60], 1, "finalized twice");
+    resurrected = NULL;
+    tu_collect();
+    tu_collect();
+    cr_assert_not(tu_live(a), "the resurrected object was never reclaimed");
+}
+
+static _Atomic int allocating_runs;
+static void allocating_fin(void *obj, void *cd)
+{
+    (void)obj;
+    (void)cd;
+    void *volatile keep = NULL;
+    for (int i = 0; i < 20000; i++) {
+        void **p = GC_MALLOC(64);
+        p[0] = keep;
+        keep = p;
+    }
+    GC_register_finalizer(GC_MALLOC(32), count_fin, NULL, NULL, NULL);
+    GC_gcollect();
+    allocating_runs++;
+}
+
+static TU_NOINLINE void make_allocating(int n)
+{
+    for (int i = 0; i < n; i++)
+        GC_register_finalizer(GC_MALLOC(48), allocating_fin, NULL, NULL, NULL);
+}
+
+Test(fin, finalizers_may_allocate_collect_and_register)
+{
+    make_allocating(10);
+    tu_collect();
+    for (int i = 0; i < 5 && allocating_runs < 10; i++)
+        tu_collect();
+    cr_assert_eq(allocating_runs, 10);
+}
+
+/* ------------------------------------------------------------------ */
+/* On demand, notifier, finalize_all, await                             */
+
+static _Atomic int notified;
+static void notifier(void) { notified++; }
+
+Test(fin, on_demand_with_notifier)
+{
+    reset_counts();
+    GC_set_finalize_on_demand(1);
+    cr_assert_eq(GC_get_finalize_on_demand(), 1);
+    GC_set_finalizer_notifier(notifier);
+    cr_assert(GC_get_finalizer_notifier() == notifier);
+    new_node(70, GC_register_finalizer);
+    new_node(71, GC_register_finalizer);
+    tu_collect();
+    cr_assert_eq(finalized[70] + finalized[71], 0, "ran without being asked");
+    cr_assert_eq(notified, 1, "notifier called %d times", notified);
+    cr_assert(GC_should_invoke_finalizers());
+    for (int i = 0; i < 100; i++)
+        GC_MALLOC(16);
+    cr_assert_eq(finalized[70] + finalized[71], 0, "allocation ran them");
+    cr_assert_eq(GC_invoke_finalizers(), 2);
+    cr_assert_eq(finalized[70], 1);
+    cr_assert_eq(finalized[71], 1);
+    cr_assert_not(GC_should_invoke_finalizers());
+    cr_assert_eq(GC_invoke_finalizers(), 0);
+}
+
+Test(fin, finalize_all_runs_reachable_ones)
+{
+    reset_counts();
+    GC_hidden_pointer h = new_node(80, GC_register_finalizer);
+    tu_store(&roots[1], h, 0);
+    GC_finalize_all();
+    cr_assert_eq(finalized[80], 1);
+    cr_assert(intact(h, 80));
+    tu_collect();
+    cr_assert_eq(finalized[80], 1);
+}
+
+static _Atomic int awaited;
+static void await_proc(void *obj) { (void)obj; awaited++; }
+
+Test(fin, await_proc_sees_each_queued_object)
+{
+    reset_counts();
+    GC_set_await_finalize_proc(await_proc);
+    cr_assert(GC_get_await_finalize_proc() == await_proc);
+    for (int i = 0; i < 5; i++)
+        new_node(90 + (uint64_t)i, GC_register_finalizer);
+    tu_collect();
+    cr_assert_eq(awaited, 5);
+    cr_assert_eq(order_len, 5);
+}
+
+/* ------------------------------------------------------------------ */
+/* Disappearing links                                                   */
+
+static void *volatile short_link, *volatile long_link;
+
+static TU_NOINLINE GC_hidden_pointer new_linked_finalizable(void)
+{
+    struct node *n = GC_MALLOC(sizeof *n);
+    fill(n, 100);
+    GC_register_finalizer(n, count_fin, (void *)100, NULL, NULL);
+    short_link = (void *)GC_HIDE_POINTER(n);
+    long_link = (void *)GC_HIDE_POINTER(n);
+    cr_assert_eq(GC_general_register_disappearing_link((void **)&short_link, n), GC_SUCCESS);
+    cr_assert_eq(GC_register_long_link((void **)&long_link, n), GC_SUCCESS);
+    return tu_hide(n);
+}
+
+Test(fin, short_link_cleared_before_finalization_long_after)
+{
+    reset_counts();
+    GC_hidden_pointer h = new_linked_finalizable();
+    tu_collect();
+    cr_assert_eq(finalized[100], 1);
+    cr_assert_null(short_link, "a short link to a finalized object survived");
+    cr_assert_not_null(long_link, "a long link was cleared while its object awaited finalization");
+    tu_collect();
+    cr_assert_null(long_link, "a long link outlived its object");
+    cr_assert_not(tu_live(h));
+}
+
+static void *volatile link_a, *volatile link_b, *volatile link_c;
+
+static TU_NOINLINE GC_hidden_pointer new_target(void)
+{
+    struct node *n = GC_MALLOC(sizeof *n);
+    fill(n, 110);
+    return tu_hide(n);
+}
+
+static TU_NOINLINE int reg_short(void *volatile *link, GC_hidden_pointer h)
+{
+    *link = (void *)GC_HIDE_POINTER(GC_REVEAL_POINTER(h));
+    return GC_general_register_disappearing_link((void **)link, GC_REVEAL_POINTER(h));
+}
+
+Test(fin, link_return_codes_move_and_unregister)
+{
+    GC_hidden_pointer t = new_target();
+    tu_store(&roots[2], t, 0);
+    cr_assert_eq(reg_short(&link_a, t), GC_SUCCESS);
+    cr_assert_eq(reg_short(&link_a, t), GC_DUPLICATE);
+    cr_assert_eq(reg_short(&link_c, t), GC_SUCCESS);
+    cr_assert_eq(GC_move_disappearing_link((void **)&link_a, (void **)&link_a), GC_SUCCESS,
+                 "moving a link onto itself checks it is registered");
+    cr_assert_eq(GC_move_disappearing_link((void **)&link_b, (void **)&link_b), GC_NOT_FOUND);
+    cr_assert_eq(GC_move_disappearing_link((void **)&link_a, (void **)&link_c), GC_DUPLICATE);
+    cr_assert_eq(GC_move_disappearing_link((void **)&link_a, (void **)&link_b), GC_SUCCESS);
+    cr_assert_eq(GC_move_disappearing_link((void **)&link_a, (void **)&link_b), GC_NOT_FOUND);
+    cr_assert_eq(GC_unregister_disappearing_link((void **)&link_c), 1);
+    cr_assert_eq(GC_unregister_disappearing_link((void **)&link_c), 0);
+    cr_assert_eq(GC_move_long_link((void **)&link_a, (void **)&link_b), GC_NOT_FOUND,
+                 "short and long links are apart");
+    /* The moved link (at link_b) clears when its target dies; link_a and
+     * link_c, no longer registered, keep their values. */
+    link_b = link_a;
+    link_c = link_a;
+    roots[2] = NULL;
+    tu_collect();
+    cr_assert_null(link_b, "the moved link was not cleared");
+    cr_assert_not_null(link_a);
+    cr_assert_not_null(link_c);
+    cr_assert_not(tu_live(t));
+}
+
+Test(fin, link_to_live_object_kept)
+{
+    GC_hidden_pointer t = new_target();
+    tu_store(&roots[3], t, 0);
+    cr_assert_eq(reg_short(&link_a, t), GC_SUCCESS);
+    tu_collect();
+    tu_collect();
+    cr_assert_not_null(link_a);
+    cr_assert(intact(t, 110));
+    cr_assert_eq(GC_unregister_disappearing_link((void **)&link_a), 1);
+}
+
+/* A link inside a heap object that dies goes with it: nothing is written
+ * where the object was, and the registration is gone. */
+struct holder {
+    void *link;
+    uint64_t pad[3];
+};
+
+static TU_NOINLINE GC_hidden_pointer new_holder(GC_hidden_pointer target)
+{
+    struct holder *h = GC_MALLOC(sizeof *h);
+    h->link = (void *)GC_HIDE_POINTER(GC_REVEAL_POINTER(target));
+    cr_assert_eq(GC_general_register_disappearing_link(&h->link, GC_REVEAL_POINTER(target)),
+                 GC_SUCCESS);
+    return tu_hide(h);
+}
+
+static TU_NOINLINE int unregister_at(GC_hidden_pointer h)
+{
+    struct holder *p = GC_REVEAL_POINTER(h);
+    return GC_unregister_disappearing_link(&p->link);
+}
+
+Test(fin, link_in_dead_object_dropped)
+{
+    GC_hidden_pointer t = new_target();
+    tu_store(&roots[4], t, 0);
+    GC_hidden_pointer h = new_holder(t);
+    tu_collect();
+    cr_assert_not(tu_live(h));
+    cr_assert_eq(unregister_at(h), 0, "the link of a dead object is still registered");
+    cr_assert(intact(t, 110));
+}
+
+Test(fin, register_disappearing_link_uses_its_object)
+{
+    GC_hidden_pointer t = new_target();
+    GC_hidden_pointer h = new_holder(t);   /* a general link in it: unregister */
+    cr_assert_eq(unregister_at(h), 1);
+    tu_store(&roots[5], h, 0);
+    struct holder *hp = roots[5];
+    hp->link = NULL;
+    /* GC_register_disappearing_link: cleared when the holder itself dies. */
+    cr_assert_eq(GC_register_disappearing_link(&hp->link), GC_SUCCESS);
+    static void *not_heap;
+    cr_assert_eq(GC_register_disappearing_link(&not_heap), GC_NOT_FOUND);
+    hp = NULL;
+    tu_collect();
+    cr_assert(tu_live(h));
+    cr_assert_eq(unregister_at(h), 1, "the link went while its object lived");
+}
+
+/* ------------------------------------------------------------------ */
+/* Scale and threads                                                    */
+
+#define MANY 1000000
+static _Atomic long many_finalized;
+static void many_fin(void *obj, void *cd)
+{
+    uint64_t *p = obj;
+    if (p[0] != (uint64_t)(uintptr_t)cd || p[1]++ != 0)
+        intact_at_finalization = 0;
+    many_finalized++;
+}
+
+static TU_NOINLINE void register_many(void **keep, size_t nkeep)
+{
+    for (uint64_t i = 0; i < MANY; i++) {
+        uint64_t *p = GC_MALLOC_ATOMIC(24);
+        p[0] = i * 3 + 1;
+        p[1] = 0;
+        GC_register_finalizer_no_order(p, many_fin, (void *)(uintptr_t)(i * 3 + 1), NULL, NULL);
+        if (i % (MANY / nkeep) == 0 && i / (MANY / nkeep) < nkeep)
+            keep[i / (MANY / nkeep)] = p;
+    }
+}
+
+Test(fin, a_million_registrations, .timeout = 120)
+{
+    static void *volatile kept[1000];
+    intact_at_finalization = 1;
+    register_many((void **)kept, 1000);
+    tu_collect();
+    /* Exactly the kept ones stay, give or take a few that stale words in
+     * dead stack frames still reach. */
+    cr_assert_leq(many_finalized, MANY - 1000, "%ld finalized", (long)many_finalized);
+    cr_assert_geq(many_finalized, MANY - 1000 - 16, "%ld finalized", (long)many_finalized);
+    cr_assert(intact_at_finalization, "finalized twice, or damaged");
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(*(uint64_t *)kept[i], (uint64_t)i * (MANY / 1000) * 3 + 1);
+    memset((void *)kept, 0, sizeof kept);
+    tu_collect();
+    tu_collect();
+    cr_assert_geq(many_finalized, MANY - 16, "%ld finalized", (long)many_finalized);
+    cr_assert(intact_at_finalization, "finalized twice, or damaged");
+}
+
+#define THREADS 4
+#define PER_THREAD 20000
+static _Atomic long thread_fin[THREADS];
+static _Atomic long thread_fin_bad;
+
+static void thread_fin_proc(void *obj, void *cd)
+{
+    uint64_t *p = obj;
+    uint64_t t = (uint64_t)(uintptr_t)cd;
+    if (p[1] != ~p[0] || t >= THREADS || p[2]++ != 0)
+        thread_fin_bad++;
+    else
+        thread_fin[t]++;
+}
+
+static void *thread_body(void *arg)
+{
+    uint64_t t = (uint64_t)(uintptr_t)arg;
+    void *volatile keep[64] = { 0 };
+    for (uint64_t i = 0; i < PER_THREAD; i++) {
+        uint64_t *p = GC_MALLOC(32);
+        p[0] = i;
+        p[1] = ~i;
+        GC_register_finalizer(p, thread_fin_proc, (void *)(uintptr_t)t, NULL, NULL);
+        keep[i % 64] = p;
+        if (i % 5000 == 0)
+            GC_gcollect();
+    }
+    memset((void *)keep, 0, sizeof keep);
+    return NULL;
+}
+
+Test(fin, threads_register_and_collect)
+{
+    pthread_t th[THREADS];
+    for (int t = 0; t < THREADS; t++)
+        cr_assert_eq(pthread_create(&th[t], NULL, thread_body, (void *)(uintptr_t)t), 0);
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    for (int i = 0; i < 4; i++)
+        tu_collect();
+    GC_invoke_finalizers();
+    cr_assert_eq(thread_fin_bad, 0, "a finalizer ran twice or on a damaged object");
+    long total = 0;
+    for (int t = 0; t < THREADS; t++)
+        total += thread_fin[t];
+    /* A few may be kept by stale words in dead stacks; nearly all go. */
+    cr_assert_geq(total, (long)THREADS * PER_THREAD - 256, "only %ld of %d finalized", total,
+                  THREADS * PER_THREAD);
+}
+
+/* ------------------------------------------------------------------ */
+/* Minor collections                                                    */
+
+static TU_NOINLINE int collect_minor(void)
+{
+    tu_clear_stack();
+    int minor = lfgc_collect_minor();
+    tu_clear_stack();
+    return minor;
+}
+
+Test(fin, minor_collection_finalizes_young_and_clears_links)
+{
+    reset_counts();
+    tu_collect();
+    if (!collect_minor()) {
+        /* Say it loudly: the assertions below need minor collections. */
+        cr_log_warn("minor collections unavailable (kernel without userfaultfd WP-async)");
+        cr_skip_test("minor collections unavailable");
+    }
+    /* An old target with a link, and a young finalizable object with one. */
+    GC_hidden_pointer old_t = new_target();
+    tu_store(&roots[6], old_t, 0);
+    tu_collect();                               /* old_t is old now */
+    cr_assert_eq(reg_short(&link_a, old_t), GC_SUCCESS);
+    roots[6] = NULL;
+    GC_hidden_pointer young = new_node(120, GC_register_finalizer);
+    GC_hidden_pointer young_t = new_target();
+    cr_assert_eq(reg_short(&link_b, young_t), GC_SUCCESS);
+    struct lfgc_stats before, after;
+    lfgc_get_stats(&before);
+    cr_assert(collect_minor(), "the collection was not minor");
+    lfgc_get_stats(&after);
+    cr_assert_gt(after.minor_collections, before.minor_collections);
+    GC_invoke_finalizers();
+    cr_assert_eq(finalized[120], 1, "a dead young object was not finalized by a minor collection");
+    cr_assert_null(link_b, "a link to a dead young object survived a minor collection");
+    tu_collect();
+    cr_assert_null(link_a, "a link to a dead old object survived a full collection");
+    cr_assert_not(tu_live(young));
+}
+
+/* ------------------------------------------------------------------ */
+/* Toggle references                                                    */
+
+static _Atomic int toggle_state = GC_TOGGLE_REF_STRONG;
+static GC_ToggleRefStatus toggle_cb(void *obj)
+{
+    (void)obj;
+    return (GC_ToggleRefStatus)toggle_state;
+}
+
+static TU_NOINLINE GC_hidden_pointer new_toggled(void)
+{
+    struct node *n = GC_MALLOC(sizeof *n);
+    fill(n, 130);
+    cr_assert_eq(GC_toggleref_add(n, 1), GC_SUCCESS);
+    return tu_hide(n);
+}
+
+Test(fin, toggle_refs_strong_then_weak)
+{
+    GC_set_toggleref_func(toggle_cb);
+    cr_assert(GC_get_toggleref_func() == toggle_cb);
+    GC_hidden_pointer h = new_toggled();
+    tu_collect();
+    tu_collect();
+    cr_assert(tu_live(h) && intact(h, 130), "a strong toggle reference did not keep its object");
+    toggle_state = GC_TOGGLE_REF_WEAK;
+    tu_collect();
+    cr_assert_not(tu_live(h), "a weak toggle reference kept its object");
+}
+
+/* ------------------------------------------------------------------ */
+/* What stays alive while finalizers wait                               */
+
+/* Objects queued for finalization, and what they reach, survive any
+ * number of collections until their finalizers run. */
+Test(fin, queued_objects_survive_until_run)
+{
+    reset_counts();
+    GC_set_finalize_on_demand(1);
+    GC_hidden_pointer a = new_node(140, GC_register_finalizer);
+    GC_hidden_pointer b = new_node(141, NULL);
+    link_nodes(a, b);
+    tu_collect();
+    cr_assert(GC_should_invoke_finalizers());
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 10000; j++)
+            (void)GC_MALLOC(48);
+        tu_collect();
+    }
+    cr_assert(tu_live(a) && tu_live(b) && intact(a, 140) && intact(b, 141),
+              "a queued object or what it reaches was freed before its finalizer ran");
+    cr_assert_eq(GC_invoke_finalizers(), 1);
+    cr_assert(intact_at_finalization);
+    tu_collect();
+    tu_collect();
+    cr_assert_not(tu_live(a) || tu_live(b));
+}
+
+/* Client data is a root until the finalizer has run. */
+static _Atomic int cd_intact;
+static void cd_fin(void *obj, void *cd)
+{
+    (void)obj;
+    cd_intact = node_intact(cd, 151);
+}
+
+static TU_NOINLINE GC_hidden_pointer new_with_cd(void)
+{
+    struct node *n = GC_MALLOC(sizeof *n), *cd = GC_MALLOC(sizeof *cd);
+    fill(n, 150);
+    fill(cd, 151);
+    GC_register_finalizer(n, cd_fin, cd, NULL, NULL);
+    return tu_hide(cd);
+}
+
+Test(fin, client_data_is_a_root)
+{
+    GC_set_finalize_on_demand(1);
+    GC_hidden_pointer cd = new_with_cd();
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 10000; j++)
+            (void)GC_MALLOC(48);
+        tu_collect();
+        cr_assert(tu_live(cd) && intact(cd, 151), "client data freed before the finalizer ran");
+    }
+    cr_assert_eq(GC_invoke_finalizers(), 1);
+    cr_assert(cd_intact);
+    tu_collect();
+    tu_collect();
+    cr_assert_not(tu_live(cd), "client data kept after its finalizer ran");
+}
+
+/* GC_free of an object holding a link forgets the link: clearing it later
+ * would write into whatever reuses the memory. */
+static TU_NOINLINE GC_hidden_pointer free_holder_reuse(GC_hidden_pointer target)
+{
+    GC_hidden_pointer h = new_holder(target);
+    GC_free(GC_REVEAL_POINTER(h));
+    /* Allocate in that class until the freed slot comes back. */
+    GC_disable();
+    struct holder *n = NULL;
+    for (int i = 0; i < 1000000 && tu_hide(n) != h; i++)
+        n = GC_MALLOC(sizeof *n);
+    GC_enable();
+    cr_assert(tu_hide(n) == h, "the freed slot was not reused (test assumption)");
+    n->link = (void *)0x1234;
+    return tu_hide(n);
+}
+
+static TU_NOINLINE void *holder_link(GC_hidden_pointer h)
+{
+    return ((struct holder *)GC_REVEAL_POINTER(h))->link;
+}
+
+Test(fin, free_of_link_holder_forgets_link)
+{
+    GC_hidden_pointer t = new_target();
+    GC_hidden_pointer n = free_holder_reuse(t);
+    tu_store(&roots[7], n, 0);
+    tu_collect();                               /* t dies */
+    cr_assert_not(tu_live(t));
+    cr_assert(holder_link(n) == (void *)0x1234, "a forgotten link was cleared in a reused slot");
+}
+
+/* Collections that allocation triggers run finalizers too, in the
+ * allocating thread, outside the lock (they allocate here). */
+static _Atomic long alloc_fin_runs;
+static void alloc_fin(void *obj, void *cd)
+{
+    (void)obj;
+    (void)cd;
+    (void)GC_MALLOC(24);
+    alloc_fin_runs++;
+}
+
+static TU_NOINLINE void churn_finalizable(long n)
+{
+    for (long i = 0; i < n; i++)
+        GC_register_finalizer(GC_MALLOC(64), alloc_fin, NULL, NULL, NULL);
+}
+
+Test(fin, allocation_runs_finalizers)
+{
+    uint64_t gcs = GC_get_gc_no();
+    churn_finalizable(200000);
+    cr_assert_gt(GC_get_gc_no(), gcs, "no collection ran");
+    cr_assert_gt(alloc_fin_runs, 100000, "only %ld finalizers ran during allocation",
+                 (long)alloc_fin_runs);
+}
