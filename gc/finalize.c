@@ -70,7 +70,8 @@ struct ready {
     uintptr_t mode;             /* while deciding: the table slot, see step 3 */
 };
 
-static struct {
+/* Unscanned: it holds heap addresses (see LF_UNSCANNED). */
+static LF_UNSCANNED struct {
     struct table fins;
     struct table links[2];      /* short, long                             */
     struct ready *queue;        /* [head, len) wait to run                 */
