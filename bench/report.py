@@ -672,8 +672,24 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
     w("- The machine's other load shows up as noise: compare ratios from "
       "one run rather than absolute figures across runs.")
     w("")
+    # Measurements made by hand (attack programs and the like) follow a
+    # marker line in the document; they are kept as they are.
+    hand = ""
+    try:
+        with open(path) as f:
+            old = f.read()
+        at = old.find(HAND_MARKER)
+        if at >= 0:
+            hand = old[at:]
+    except OSError:
+        pass
     with open(path, "w") as f:
         f.write("\n".join(L))
+        if hand:
+            f.write("\n" + hand)
+
+
+HAND_MARKER = "<!-- Written by hand from here on: bench/report.py keeps it. -->"
 
 
 def main():
