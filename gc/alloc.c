@@ -576,13 +576,19 @@ static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
     return p ? p : lf_oom(bytes);
 }
 
-void *lf_alloc_kind(size_t bytes, unsigned kind)
+static void *alloc_kind_entered(uintptr_t bytes, uintptr_t kind, uintptr_t unused)
 {
+    (void)unused;
     lf_ensure_init();
-    void *p = alloc_in_class(class_for(bytes), bytes, kind);
+    void *p = alloc_in_class(class_for(bytes), bytes, (unsigned)kind);
     if (unlikely(AO_load(&lf_finalizers_due)))
         lf_finalize_due();
     return p;
+}
+
+void *lf_alloc_kind(size_t bytes, unsigned kind)
+{
+    return lf_entered(alloc_kind_entered, bytes, kind, 0);
 }
 
 /* Out of line, so that the fast paths need no stack frame: they reach it
@@ -592,11 +598,12 @@ static __attribute__((noinline)) void *alloc_slow(size_t bytes, unsigned kind)
     return lf_alloc_kind(bytes, kind);
 }
 
-void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind)
+static void *alloc_aligned_entered(uintptr_t align, uintptr_t bytes, uintptr_t kind_)
 {
+    unsigned kind = (unsigned)kind_;
     lf_ensure_init();
     if (align <= 16)
-        return lf_alloc_kind(bytes, kind);
+        return alloc_in_class(class_for(bytes), bytes, kind);
     if (bytes > SIZE_MAX - lf_extra_bytes)
         return lf_oom(bytes);
     /* Objects sit at multiples of their size: a class whose size is a
@@ -607,6 +614,11 @@ void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind)
             return alloc_in_class(c, bytes, kind);
     }
     return lf_oom(bytes);
+}
+
+void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind)
+{
+    return lf_entered(alloc_aligned_entered, align, bytes, kind);
 }
 
 /* The fast paths: a pop from the thread's list, no frame, no lock; the

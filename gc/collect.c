@@ -272,15 +272,18 @@ static bool want_minor(enum collect_reason why)
 }
 
 /* A collection, full or minor.  Lock held.  Every step runs with the
- * world stopped; reclaiming is deferred to allocation (lazy sweep). */
+ * world stopped; reclaiming is deferred to allocation (lazy sweep).
+ * Callers run under lf_entered(), which records where the program's
+ * frames end. */
 void lf_collect(enum collect_reason why)
 {
     if (GC_dont_gc || collecting || !lf_layout_ok)
         return;
     int cancel = nocancel_begin();
-    /* Every callee-saved register goes into this frame, above `here`:
-     * the program's pointers held in registers are scanned with the
-     * stack from here on, and the collector's own deeper frames are not. */
+    /* The stack is scanned from where the thread entered the library
+     * (lf_entered).  Should no entry be recorded, from here: every
+     * callee-saved register goes into this frame, above `here`, and the
+     * collector's own deeper frames are not scanned. */
     __builtin_unwind_init();
     volatile char here = 0;
     lf_stacks_set_scan_start((const void *)&here);
@@ -390,51 +393,71 @@ void lf_collect(enum collect_reason why)
     nocancel_end(cancel);
 }
 
-LFGC_EXPORT void GC_gcollect(void)
+static void *gcollect_entered(uintptr_t unmap, uintptr_t unused1, uintptr_t unused2)
 {
+    (void)unused1;
+    (void)unused2;
     lf_ensure_init();
     lock();
     lf_collect(COLLECT_EXPLICIT);
-    if (lf_gcollect_unmaps())
+    if (unmap || lf_gcollect_unmaps())
         lf_release_idle_spans(true);
     unlock();
     if (unlikely(AO_load(&lf_finalizers_due)))
         lf_finalize_due();
+    return NULL;
+}
+
+LFGC_EXPORT void GC_gcollect(void)
+{
+    lf_entered(gcollect_entered, 0, 0, 0);
 }
 
 LFGC_EXPORT void GC_gcollect_and_unmap(void)
 {
-    lf_ensure_init();
-    lock();
-    lf_collect(COLLECT_EXPLICIT);
-    lf_release_idle_spans(true);
-    unlock();
-    if (unlikely(AO_load(&lf_finalizers_due)))
-        lf_finalize_due();
+    lf_entered(gcollect_entered, 1, 0, 0);
 }
 
 /* bdwgc does a little of an incremental collection here.  lfgc has no
  * collection in progress between calls: it collects (minor if it can)
  * when the policy says it is time, as allocation would. */
-LFGC_EXPORT int GC_collect_a_little(void)
+static void *collect_a_little_entered(uintptr_t unused0, uintptr_t unused1, uintptr_t unused2)
 {
+    (void)unused0;
+    (void)unused1;
+    (void)unused2;
     lf_ensure_init();
     lock();
     if (lf_should_collect())
         lf_collect(COLLECT_ALLOCATION);
     unlock();
+    return NULL;
+}
+
+LFGC_EXPORT int GC_collect_a_little(void)
+{
+    lf_entered(collect_a_little_entered, 0, 0, 0);
     return 0;
 }
 
-LFGC_EXPORT int lfgc_collect_minor(void)
+/* Returns (void *)1 when the collection ran and was minor. */
+static void *collect_minor_entered(uintptr_t unused0, uintptr_t unused1, uintptr_t unused2)
 {
+    (void)unused0;
+    (void)unused1;
+    (void)unused2;
     lf_ensure_init();
     lock();
     uint64_t before = GC_gc_no;
     lf_collect(COLLECT_MINOR);
-    int minor = GC_gc_no != before && lf_hs.last_minor;
+    uintptr_t minor = GC_gc_no != before && lf_hs.last_minor;
     unlock();
-    return minor;
+    return (void *)minor;
+}
+
+LFGC_EXPORT int lfgc_collect_minor(void)
+{
+    return lf_entered(collect_minor_entered, 0, 0, 0) != NULL;
 }
 
 LFGC_EXPORT void GC_enable_incremental(void)

@@ -324,6 +324,13 @@ void lf_cache_return(struct thread_cache *tc);
 void lf_stop_world(void);
 void lf_start_world(void);
 void lf_stacks_set_scan_start(const void *sp);   /* see lf_collect() */
+/* Call fn(a, b, c) with the calling thread's entry into the library
+ * recorded: a collection it runs scans this thread's stack from the
+ * caller's frame, with the callee-saved registers the caller had, and not
+ * the library's frames in between (which hold stale words: padding, dead
+ * locals).  Every path to lf_collect() goes through it. */
+typedef void *lf_entry_fn(uintptr_t a, uintptr_t b, uintptr_t c);
+void *lf_entered(lf_entry_fn *fn, uintptr_t a, uintptr_t b, uintptr_t c);
 void lf_stacks_mark(void);
 size_t lf_stacks_size(void);       /* bytes of stack seen by the last scan */
 void lf_lock_contended(void);

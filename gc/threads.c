@@ -547,15 +547,107 @@ static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
     mark_stack_range(own_lo, bottom);
 }
 
-/* Where the collecting thread's own stack is scanned from: a point in the
- * frame of lf_collect(), below the registers it saved on entry.  The frames
- * the collector has used since lie deeper and are not scanned, so that
- * what it left there (heap page addresses, say) retains nothing. */
+/* Where the calling thread entered the library (lf_entered), 0 outside:
+ * the stack pointer of the caller, below which lf_entered pushed the
+ * caller's callee-saved registers. */
+static __thread uintptr_t entry_sp __attribute__((tls_model("initial-exec")));
+
+void *lf_entered_body(lf_entry_fn *fn, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t sp);
+
+/* lf_entered(fn, a, b, c): push the six callee-saved registers, so that
+ * the caller's values of them lie just below its frame, and call
+ * lf_entered_body(fn, a, b, c, sp) with sp the address of the last push.
+ * Scanned from sp, the thread's stack holds those registers, the return
+ * address and then only the program's frames: no slot the library left
+ * unwritten.  In assembly, as C says nothing of where its frames keep
+ * saved registers or padding.  The extra 8 bytes align the stack for the
+ * call. */
+__asm__(".text\n"
+        ".globl lf_entered\n"
+        ".hidden lf_entered\n"
+        ".type lf_entered, @function\n"
+        "lf_entered:\n"
+        ".cfi_startproc\n"
+        "pushq %rbp\n.cfi_adjust_cfa_offset 8\n.cfi_rel_offset %rbp, 0\n"
+        "pushq %rbx\n.cfi_adjust_cfa_offset 8\n.cfi_rel_offset %rbx, 0\n"
+        "pushq %r12\n.cfi_adjust_cfa_offset 8\n.cfi_rel_offset %r12, 0\n"
+        "pushq %r13\n.cfi_adjust_cfa_offset 8\n.cfi_rel_offset %r13, 0\n"
+        "pushq %r14\n.cfi_adjust_cfa_offset 8\n.cfi_rel_offset %r14, 0\n"
+        "pushq %r15\n.cfi_adjust_cfa_offset 8\n.cfi_rel_offset %r15, 0\n"
+        "movq %rsp, %r8\n"
+        "subq $8, %rsp\n.cfi_adjust_cfa_offset 8\n"
+        "call lf_entered_body\n"
+        "addq $8, %rsp\n.cfi_adjust_cfa_offset -8\n"
+        "popq %r15\n.cfi_adjust_cfa_offset -8\n.cfi_restore %r15\n"
+        "popq %r14\n.cfi_adjust_cfa_offset -8\n.cfi_restore %r14\n"
+        "popq %r13\n.cfi_adjust_cfa_offset -8\n.cfi_restore %r13\n"
+        "popq %r12\n.cfi_adjust_cfa_offset -8\n.cfi_restore %r12\n"
+        "popq %rbx\n.cfi_adjust_cfa_offset -8\n.cfi_restore %rbx\n"
+        "popq %rbp\n.cfi_adjust_cfa_offset -8\n.cfi_restore %rbp\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size lf_entered, .-lf_entered\n");
+
+/* Set when the calling thread ran a collection since it entered. */
+static __thread bool collected_here __attribute__((tls_model("initial-exec")));
+
+/* Bytes of dead stack cleared below an entry after a collection: what a
+ * collection reaches below it is about 4 KiB (more in instrumented
+ * builds).  Only when the stack has room for it and as much again. */
+#define CLEAR_AFTER_COLLECT ((uintptr_t)16 << 10)
+
+static __attribute__((noinline)) void clear_below(size_t n)
+{
+    char buf[n];
+    memset(buf, 0, n);
+    __asm__ volatile("" : : "r"(buf) : "memory");
+}
+
+/* A collection leaves, below the frame that entered the library, the
+ * collector's dead frames: full of heap addresses (objects it marked,
+ * pages it swept).  A frame the program pushes there later keeps them in
+ * the slots it does not write (padding, arrays), where the next
+ * collection finds them.  Cleared once the collection returns.  Only on
+ * the thread's own stack, whose extent is known. */
+static void clear_dead_stack(void)
+{
+    struct thread_rec *me = tl_self;
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (me && me->stack_lo && sp > me->stack_lo && sp <= me->stack_bottom &&
+        sp - me->stack_lo >= 2 * CLEAR_AFTER_COLLECT)
+        clear_below(CLEAR_AFTER_COLLECT);
+}
+
+/* Nested entries (a callback of the program's that allocates) record
+ * their own: the innermost one is below every frame of the program. */
+void *lf_entered_body(lf_entry_fn *fn, uintptr_t a, uintptr_t b, uintptr_t c, uintptr_t sp)
+{
+    uintptr_t outer = entry_sp;
+    entry_sp = sp;
+    void *r = fn(a, b, c);
+    entry_sp = outer;
+    if (unlikely(collected_here)) {
+        collected_here = false;
+        clear_dead_stack();
+    }
+    return r;
+}
+
+/* Where the collecting thread's own stack is scanned from: where it
+ * entered the library.  The collector's frames since (those of the
+ * allocation slow path, of lf_collect and deeper) are not scanned, so
+ * that what they left in slots they never wrote, or hold (span and
+ * free-list addresses), retains nothing.  `sp` is a point in
+ * lf_collect's frame, below the registers it saved: the start when no
+ * entry is recorded above it (a value left by a longjmp out of an entry
+ * lies below the live frames; with every collection entered, none can lie
+ * above the innermost live entry). */
 static uintptr_t own_scan_start;
 
 void lf_stacks_set_scan_start(const void *sp)
 {
-    own_scan_start = (uintptr_t)sp;
+    own_scan_start = entry_sp > (uintptr_t)sp ? entry_sp : (uintptr_t)sp;
+    collected_here = true;
 }
 
 void lf_stacks_mark(void)
