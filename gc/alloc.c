@@ -44,14 +44,6 @@ void lf_alloc_init(void)
     lf_free_canary |= LINK_TAG;       /* never a heap address */
 }
 
-void lf_warn(const char *fmt, uintptr_t arg)
-{
-    GC_warn_proc proc = GC_get_warn_proc();
-    int cancel = nocancel_begin();      /* the lock may be held */
-    proc((char *)fmt, (GC_word)arg);
-    nocancel_end(cancel);
-}
-
 void *lf_oom(size_t bytes)
 {
     GC_oom_func fn = GC_oom_fn;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -281,4 +282,143 @@ LFGC_EXPORT void GC_set_warn_proc(GC_warn_proc proc)
 LFGC_EXPORT GC_warn_proc GC_get_warn_proc(void)
 {
     return warn_proc;
+}
+
+/* Messages produced while the world is stopped.  A stopped thread may
+ * hold stdio's lock or malloc's, which fprintf (and a program's warn
+ * proc) may take: the collector would wait for it for ever.  What goes
+ * to stderr is formatted here into a fixed buffer and written with
+ * write(2) at once (a warning that a thread does not answer is wanted
+ * while it does not); calls of a program's warn proc are queued and made
+ * after the world restarts, by the thread that stopped it.  The queue is
+ * touched only by that thread, with the lock held. */
+#define DEFERRED_MAX 16
+static struct { const char *fmt; uintptr_t arg; } deferred[DEFERRED_MAX];
+static unsigned deferred_count;
+static uint64_t deferred_dropped;
+
+static size_t put_str(char *buf, size_t at, size_t size, const char *s)
+{
+    while (*s && at + 1 < size)
+        buf[at++] = *s++;
+    return at;
+}
+
+static size_t put_num(char *buf, size_t at, size_t size, uint64_t v, unsigned base, bool neg)
+{
+    char digits[24];
+    int n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v);
+    if (neg && at + 1 < size)
+        buf[at++] = '-';
+    while (n && at + 1 < size)
+        buf[at++] = digits[--n];
+    return at;
+}
+
+/* fmt with its conversion of arg, into buf (NUL-terminated), without
+ * stdio or malloc: %p, %s and %d, %u, %x with an optional l or z. */
+static void format_message(char *buf, size_t size, const char *fmt, uintptr_t arg)
+{
+    size_t at = 0;
+    for (const char *f = fmt; *f && at + 1 < size; f++) {
+        if (*f != '%') {
+            buf[at++] = *f;
+            continue;
+        }
+        const char *c = f + 1;
+        while (*c == 'l' || *c == 'z')
+            c++;
+        bool is_long = c > f + 1;
+        uint64_t v = is_long ? (uint64_t)arg : (uint32_t)arg;
+        switch (*c) {
+        case 'p':
+            at = arg ? put_num(buf, put_str(buf, at, size, "0x"), size, arg, 16, false)
+                     : put_str(buf, at, size, "(nil)");
+            break;
+        case 'd':
+        case 'i': {
+            int64_t s = is_long ? (int64_t)arg : (int32_t)arg;
+            at = put_num(buf, at, size, s < 0 ? -(uint64_t)s : (uint64_t)s, 10, s < 0);
+            break;
+        }
+        case 'u': at = put_num(buf, at, size, v, 10, false); break;
+        case 'x': at = put_num(buf, at, size, v, 16, false); break;
+        case 's': at = put_str(buf, at, size, arg ? (const char *)arg : "(null)"); break;
+        case '%': buf[at++] = '%'; break;
+        default:                        /* not ours: copied as it is */
+            buf[at++] = '%';
+            continue;
+        }
+        f = c;
+    }
+    buf[at] = 0;
+}
+
+static void write_now(const char *fmt, uintptr_t arg)
+{
+    char buf[512];
+    format_message(buf, sizeof buf, fmt, arg);
+    size_t len = strlen(buf), done = 0;
+    while (done < len) {
+        ssize_t n = write(STDERR_FILENO, buf + done, len - done);
+        if (n <= 0 && errno != EINTR)
+            return;
+        if (n > 0)
+            done += (size_t)n;
+    }
+}
+
+static void message(bool to_proc, const char *fmt, uintptr_t arg)
+{
+    GC_warn_proc proc = warn_proc;
+    if (to_proc && proc == GC_ignore_warn_proc)
+        return;
+    if (lf_world_stopped_by_self()) {
+        if (!to_proc || proc == GC_default_warn_proc) {
+            write_now(fmt, arg);
+        } else if (deferred_count < DEFERRED_MAX) {
+            deferred[deferred_count].fmt = fmt;
+            deferred[deferred_count].arg = arg;
+            deferred_count++;
+        } else {
+            deferred_dropped++;
+        }
+        return;
+    }
+    int cancel = nocancel_begin();      /* the lock may be held */
+    if (to_proc) {
+        proc((char *)fmt, (GC_word)arg);
+    } else {
+        char buf[512];
+        format_message(buf, sizeof buf, fmt, arg);
+        fputs(buf, stderr);
+    }
+    nocancel_end(cancel);
+}
+
+void lf_warn(const char *fmt, uintptr_t arg)
+{
+    message(true, fmt, arg);
+}
+
+void lf_log(const char *fmt, uintptr_t arg)
+{
+    message(false, fmt, arg);
+}
+
+void lf_messages_flush(void)
+{
+    unsigned n = deferred_count;
+    uint64_t dropped = deferred_dropped;
+    deferred_count = 0;
+    deferred_dropped = 0;
+    for (unsigned i = 0; i < n; i++)
+        lf_warn(deferred[i].fmt, deferred[i].arg);
+    if (dropped)
+        lf_warn("GC Warning: %lu more warnings while the world was stopped were dropped\n",
+                (uintptr_t)dropped);
 }

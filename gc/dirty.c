@@ -307,8 +307,8 @@ bool lf_dirty_begin(void)
     scanned_once = true;
     if (tracking && !check_protections()) {
         if (lf_print_stats)
-            fprintf(stderr, "lfgc: write tracking lost (%s); collections are "
-                    "full until it is set up again\n", strerror(errno));
+            lf_log("lfgc: write tracking lost (errno %d); collections are "
+                   "full until it is set up again\n", (uintptr_t)errno);
         tracking = false;
     }
     return was_tracking && tracking;

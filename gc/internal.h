@@ -247,7 +247,16 @@ void lf_span_free(struct region *r, struct span *s);
 void lf_release_idle_spans(bool all);
 bool lf_heap_expand(size_t bytes);
 void *lf_oom(size_t bytes);
+
+/* Messages (api.c).  A format with one conversion (%p, %ld, %lu, %d, %u,
+ * %x, %s) of arg.  lf_warn goes to the warn proc, lf_log to stderr
+ * (GC_PRINT_STATS).  While the calling thread has the world stopped,
+ * where a stopped thread may hold stdio's or malloc's lock, stderr output
+ * is written at once with write(2) and the warn proc's calls wait in a
+ * fixed queue until lf_messages_flush (after the world restarts). */
 void lf_warn(const char *fmt, uintptr_t arg);
+void lf_log(const char *fmt, uintptr_t arg);
+void lf_messages_flush(void);
 
 /* ------------------------------------------------------------------ */
 /* Marking (mark.c) and sweeping (sweep.c)                             */
@@ -323,6 +332,7 @@ void lf_cache_mark(struct thread_cache *tc);
 void lf_cache_return(struct thread_cache *tc);
 void lf_stop_world(void);
 void lf_start_world(void);
+bool lf_world_stopped_by_self(void);       /* between those two, by us */
 void lf_stacks_set_scan_start(const void *sp);   /* see lf_collect() */
 /* Call fn(a, b, c) with the calling thread's entry into the library
  * recorded: a collection it runs scans this thread's stack from the

@@ -373,10 +373,27 @@ static void install_handlers(void)
 
 static void wait_for_acks(unsigned sent);
 
+/* Set by the thread that stops the world, until it restarts it: its
+ * messages then must not take locks a stopped thread may hold. */
+static __thread bool tl_world_stopped __attribute__((tls_model("initial-exec")));
+
+bool lf_world_stopped_by_self(void)
+{
+    return tl_world_stopped;
+}
+
+/* An unregistered collecting thread's stack base, found before the world
+ * stops: glibc's pthread_getattr_np calls malloc, whose lock a stopped
+ * thread may hold. */
+static uintptr_t unregistered_bottom;
+
 void lf_stop_world(void)
 {
     struct thread_rec *me = tl_self;
     unsigned sent = 0;
+    if (!me)
+        unregistered_bottom = stack_bottom_of_self();
+    tl_world_stopped = true;
     AO_store(&acks, 0);
     for (struct thread_rec *t = threads; t; t = t->next) {
         /* One GC_suspend_thread stopped is stopped already. */
@@ -431,6 +448,8 @@ void lf_start_world(void)
             if (on_thread_event)
                 on_thread_event(GC_EVENT_THREAD_UNSUSPENDED, (void *)t->id);
         }
+    tl_world_stopped = false;
+    lf_messages_flush();
 }
 
 /* ------------------------------------------------------------------ */
@@ -657,7 +676,7 @@ void lf_stacks_mark(void)
     if (me)
         scan_stack(me, own_scan_start);
     else
-        scan_stack_off(NULL, own_scan_start, stack_bottom_of_self());
+        scan_stack_off(NULL, own_scan_start, unregistered_bottom);
     for (struct thread_rec *t = threads; t; t = t->next) {
         lf_mark_range(&t->retval, &t->retval + 1);
         uint8_t state = state_of(t);

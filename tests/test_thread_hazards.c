@@ -17,6 +17,11 @@
  *       does not act (it would unwind with the lock held)
  *   cancelled_while_stopped   a stopped thread is not unwound
  *   cancelled_at_random_while_collecting   the same, at real cancellation points
+ *   warn_proc_not_called_while_stopped   warnings wait for the restart
+ *   default_warning_while_a_stopped_thread_holds_stderr   written with write(2)
+ *   unregistered_collector_does_not_malloc_while_stopped
+ *
+ * This program interposes malloc (section 4) to see who calls it when.
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
@@ -575,4 +580,212 @@ static int cr_child(void)
 Test(hazards, cancelled_at_random_while_collecting, .timeout = 90)
 {
     in_child(cr_child, 40, "threads cancelled while collecting");
+}
+
+/* ================================================================== */
+/* 4. Nothing that may take a stopped thread's lock while stopped       */
+
+/* malloc, interposed for this program: counts the calls the collecting
+ * thread makes while the world is stopped (a stopped thread may hold
+ * malloc's lock).  The window is told by the collection events. */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+
+static atomic_int ms_watch;
+static _Atomic(pthread_t) ms_collector;
+static atomic_long ms_calls;
+
+static void ms_note(void)
+{
+    if (atomic_load_explicit(&ms_watch, memory_order_relaxed) &&
+        pthread_equal(pthread_self(), atomic_load(&ms_collector)))
+        atomic_fetch_add(&ms_calls, 1);
+}
+
+void *malloc(size_t n)
+{
+    ms_note();
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t size)
+{
+    ms_note();
+    return __libc_calloc(n, size);
+}
+
+void *realloc(void *p, size_t n)
+{
+    ms_note();
+    return __libc_realloc(p, n);
+}
+
+/* The world is stopped from POST_STOP_WORLD to PRE_START_WORLD. */
+static atomic_int st_stopped;
+static atomic_int st_warn_in_mark;      /* warn once from inside the pause */
+
+static void st_on_event(GC_EventType e)
+{
+    if (e == GC_EVENT_POST_STOP_WORLD) {
+        atomic_store(&ms_collector, pthread_self());
+        atomic_store(&st_stopped, 1);
+        atomic_store(&ms_watch, 1);
+    } else if (e == GC_EVENT_PRE_START_WORLD) {
+        atomic_store(&ms_watch, 0);
+        atomic_store(&st_stopped, 0);
+    } else if (e == GC_EVENT_MARK_START && atomic_exchange(&st_warn_in_mark, 0)) {
+        /* A call that warns, made while the world is stopped. */
+        GC_set_find_leak(1);
+        GC_set_find_leak(0);
+    }
+}
+
+/* A program's warn proc is called after the world restarts, not while
+ * the threads that may hold its locks are stopped. */
+static atomic_long wp_calls, wp_calls_stopped;
+static GC_word wp_arg;
+static char wp_msg[256];
+
+static void wp_proc(char *msg, GC_word arg)
+{
+    atomic_fetch_add(&wp_calls, 1);
+    if (atomic_load(&st_stopped))
+        atomic_fetch_add(&wp_calls_stopped, 1);
+    snprintf(wp_msg, sizeof wp_msg, "%s", msg);
+    wp_arg = arg;
+}
+
+Test(hazards, warn_proc_not_called_while_stopped, .timeout = 60)
+{
+    GC_INIT();
+    GC_set_on_collection_event(st_on_event);
+    GC_set_warn_proc(wp_proc);
+    for (int round = 0; round < 3; round++) {
+        atomic_store(&wp_calls, 0);
+        atomic_store(&wp_calls_stopped, 0);
+        atomic_store(&st_warn_in_mark, 1);
+        GC_gcollect();
+        cr_assert_eq(atomic_load(&st_warn_in_mark), 0, "the pause did not warn");
+        cr_assert_eq(atomic_load(&wp_calls_stopped), 0,
+                     "the warn proc was called while the world was stopped");
+        cr_assert_eq(atomic_load(&wp_calls), 1, "the warning was lost (%ld calls)",
+                     atomic_load(&wp_calls));
+        cr_assert_not_null(strstr(wp_msg, "leak detection"), "wrong warning: %s", wp_msg);
+        cr_assert_eq(wp_arg, 1);
+    }
+    /* Outside a pause, at once. */
+    atomic_store(&wp_calls, 0);
+    GC_set_find_leak(1);
+    GC_set_find_leak(0);
+    cr_assert_eq(atomic_load(&wp_calls), 1);
+    GC_set_warn_proc(NULL);
+    GC_set_on_collection_event(NULL);
+}
+
+/* With the default warn proc, a warning made while the world is stopped
+ * reaches stderr even though a stopped thread holds stderr's lock (an
+ * fprintf would wait for it for ever). */
+static atomic_long sl_locked;
+static atomic_int sl_release;
+
+static void *sl_thread(void *arg)
+{
+    (void)arg;
+    flockfile(stderr);
+    atomic_store(&sl_locked, 1);
+    while (!atomic_load(&sl_release))
+        ;
+    funlockfile(stderr);
+    return NULL;
+}
+
+static int sl_child(void)
+{
+    char path[] = "/tmp/lfgc-hazards-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return 10;
+    unlink(path);
+    GC_INIT();
+    GC_set_on_collection_event(st_on_event);
+    pthread_t t;
+    if (pthread_create(&t, NULL, sl_thread, NULL) != 0)       /* registered */
+        return 11;
+    if (!wait_at_least(&sl_locked, 1, 10))
+        return 12;
+    int saved = dup(2);
+    dup2(fd, 2);
+    atomic_store(&st_warn_in_mark, 1);
+    GC_gcollect();
+    dup2(saved, 2);
+    atomic_store(&sl_release, 1);
+    pthread_join(t, NULL);
+    char out[512] = {0};
+    if (pread(fd, out, sizeof out - 1, 0) <= 0)
+        return 13;
+    if (atomic_load(&st_warn_in_mark))
+        return 14;
+    const char *want = "GC Warning: GC_set_find_leak(0x1): leak detection mode is not "
+                       "supported; collecting normally\n";
+    return strcmp(out, want) == 0 ? 0 : 15;
+}
+
+Test(hazards, default_warning_while_a_stopped_thread_holds_stderr, .timeout = 60)
+{
+    in_child(sl_child, 20, "a warning while stderr's holder was stopped");
+}
+
+/* A collection by a thread that is not registered finds its stack base
+ * before the world stops: glibc's pthread_getattr_np calls malloc.  Its
+ * stack is still scanned. */
+struct uc {
+    GC_hidden_pointer list;
+    atomic_long done;
+    long mallocs;
+    int registered;
+    size_t bad;
+    size_t not_live;
+};
+
+static NOINLINE void uc_body(struct uc *u)
+{
+    struct node *volatile list = GC_REVEAL_POINTER(u->list);
+    u->list = 0;
+    atomic_store(&ms_calls, 0);
+    GC_gcollect();
+    GC_gcollect();
+    u->mallocs = atomic_load(&ms_calls);
+    u->registered = GC_thread_is_registered();
+    u->bad = list_check(list, 0x0c, UR_NODES);
+    u->not_live = 0;
+    size_t i = 0;
+    for (struct node *x = list; x && i < UR_NODES; x = x->next, i++)
+        if (!lfgc_is_live(x) && !u->not_live)
+            u->not_live = i + 1;
+}
+
+static void *uc_thread(void *arg)
+{
+    uc_body(arg);
+    atomic_store(&((struct uc *)arg)->done, 1);
+    return NULL;
+}
+
+Test(hazards, unregistered_collector_does_not_malloc_while_stopped, .timeout = 60)
+{
+    GC_INIT();
+    GC_set_on_collection_event(st_on_event);
+    static struct uc u;
+    u.list = list_build(0x0c, UR_NODES);
+    clear_stack();
+    pthread_t t;
+    cr_assert_eq(real_pthread_create(&t, NULL, uc_thread, &u), 0);
+    cr_assert_eq(real_pthread_join(t, NULL), 0);
+    cr_assert_eq(u.registered, 0, "the test needs the collecting thread unregistered");
+    cr_assert_eq(u.mallocs, 0, "%ld malloc calls by the collector while the world was stopped",
+                 u.mallocs);
+    cr_assert_eq(u.bad, 0, "the collector's own stack was not scanned (node %zu)", u.bad - 1);
+    cr_assert_eq(u.not_live, 0, "node %zu not marked", u.not_live - 1);
+    GC_set_on_collection_event(NULL);
 }
