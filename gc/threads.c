@@ -55,6 +55,7 @@ struct thread_rec {
     uintptr_t tls_lo, tls_hi;       /* static TLS the stack scan misses   */
     greg_t regs[NGREG];             /* registers when stopped             */
     void *retval;                   /* kept alive until joined            */
+    uint64_t serial;                /* which registration uses the record */
     uint8_t state;
     uint8_t detached;
     uint8_t suspended;              /* stopped: its registers are saved */
@@ -65,6 +66,7 @@ struct thread_rec {
 static struct thread_rec *threads;          /* registered, lock held      */
 
 static struct thread_rec *spare_recs;
+static uint64_t rec_serial;                 /* lock held */
 static pthread_key_t exit_key;
 static __thread struct thread_rec *tl_self __attribute__((tls_model("initial-exec")));
 
@@ -103,6 +105,7 @@ static struct thread_rec *rec_alloc(void)
             return NULL;
     }
     memset(rec, 0, sizeof *rec);
+    rec->serial = ++rec_serial;
     return rec;
 }
 
@@ -1216,36 +1219,44 @@ static struct thread_rec *find_rec(pthread_t id)
 
 struct join_args {
     pthread_t thread;
-    void **retval;
+    void *retval;           /* in this frame, scanned with the stack */
     int err;
 };
 
 static void *join_blocking(void *arg)
 {
     struct join_args *a = arg;
-    a->err = pthread_join(a->thread, a->retval);
+    a->err = pthread_join(a->thread, &a->retval);
     return NULL;
 }
 
 LFGC_EXPORT int GC_pthread_join(pthread_t thread, void **retval)
 {
     /* Find the record while the id still names this thread only: once
-     * pthread_join returns, glibc may give the id to a new thread. */
+     * pthread_join returns, glibc may give the id to a new thread.  A
+     * thread registered by its allocation leaves its record when it
+     * exits, and another thread may register with it before the join
+     * returns: the serial number tells. */
     lock();
     struct thread_rec *t = find_rec(thread);
+    uint64_t serial = t ? t->serial : 0;
     unlock();
     /* A joining thread touches no heap object until it returns: like a
      * blocking call, it is not stopped (collections need not signal it
-     * and wait for its answer), and its stack is scanned from here. */
-    struct join_args a = {thread, retval, 0};
+     * and wait for its answer), and its stack is scanned from here.  The
+     * return value goes to the caller's variable (perhaps a heap object)
+     * only once this thread runs again. */
+    struct join_args a = {thread, NULL, 0};
     GC_do_blocking(join_blocking, &a);
     int err = a.err;
     if (err == 0 && t) {
         lock();
-        if (state_of(t) == T_FINISHED)
+        if (t->serial == serial && state_of(t) == T_FINISHED)
             rec_unlink(t);
         unlock();
     }
+    if (err == 0 && retval)
+        *retval = a.retval;
     return err;
 }
 

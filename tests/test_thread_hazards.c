@@ -20,6 +20,7 @@
  *   warn_proc_not_called_while_stopped   warnings wait for the restart
  *   default_warning_while_a_stopped_thread_holds_stderr   written with write(2)
  *   unregistered_collector_does_not_malloc_while_stopped
+ *   join_does_not_drop_a_reused_record   GC_pthread_join vs a record reused
  *
  * This program interposes malloc (section 4) to see who calls it when.
  */
@@ -788,4 +789,69 @@ Test(hazards, unregistered_collector_does_not_malloc_while_stopped, .timeout = 6
     cr_assert_eq(u.bad, 0, "the collector's own stack was not scanned (node %zu)", u.bad - 1);
     cr_assert_eq(u.not_live, 0, "node %zu not marked", u.not_live - 1);
     GC_set_on_collection_event(NULL);
+}
+
+/* ================================================================== */
+/* 5. GC_pthread_join and records reused meanwhile                      */
+
+/* A thread registered by its allocation leaves its record when it exits,
+ * and the next thread to register may get it.  A GC_pthread_join that
+ * began before must not then drop that other thread's record (whose
+ * return value is a root until its own join).  The joiner is held
+ * (GC_suspend_thread) while the joined thread exits and another takes its
+ * record, ends, and waits to be joined. */
+static atomic_long jr_x_tid, jr_x_go, jr_y_tid, jr_joined;
+
+static void *jr_x(void *arg)
+{
+    (void)arg;
+    (void)GC_MALLOC(64);                       /* registered by this */
+    atomic_store(&jr_x_tid, (long)gettid());
+    wait_at_least(&jr_x_go, 1, 30);
+    return NULL;
+}
+
+static void *jr_joiner(void *arg)
+{
+    pthread_t x = *(pthread_t *)arg;
+    int err = pthread_join(x, NULL);          /* GC_pthread_join */
+    atomic_store(&jr_joined, err == 0 ? 1 : -1);
+    return NULL;
+}
+
+static void *jr_y(void *arg)
+{
+    (void)arg;
+    atomic_store(&jr_y_tid, (long)gettid());
+    return GC_REVEAL_POINTER(list_build(0x9e, UR_NODES));
+}
+
+Test(hazards, join_does_not_drop_a_reused_record, .timeout = 60)
+{
+    GC_INIT();
+    pthread_t x, j, y;
+    cr_assert_eq(real_pthread_create(&x, NULL, jr_x, NULL), 0);
+    cr_assert(wait_at_least(&jr_x_tid, 1, 10), "X did not start");
+    cr_assert_eq(pthread_create(&j, NULL, jr_joiner, &x), 0);
+    sleep_ms(20);                             /* J is waiting in the join */
+    GC_suspend_thread((void *)j);
+    cr_assert(GC_is_thread_suspended((void *)j));
+    atomic_store(&jr_x_go, 1);
+    cr_assert(wait_task_gone(atomic_load(&jr_x_tid), 10), "X did not end");
+    cr_assert_eq(pthread_create(&y, NULL, jr_y, NULL), 0);
+    cr_assert(wait_at_least(&jr_y_tid, 1, 10), "Y did not start");
+    cr_assert(wait_task_gone(atomic_load(&jr_y_tid), 10), "Y did not end");
+    GC_resume_thread((void *)j);
+    cr_assert(wait_at_least(&jr_joined, 1, 10), "J's join did not return (%ld)",
+              atomic_load(&jr_joined));
+    cr_assert_eq(pthread_join(j, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        garbage(4 * MiB, (uint64_t)i);
+        clear_stack();
+        GC_gcollect();
+    }
+    void *ret = NULL;
+    cr_assert_eq(pthread_join(y, &ret), 0);
+    size_t bad = list_check(ret, 0x9e, UR_NODES);
+    cr_assert_eq(bad, 0, "Y's return value was reclaimed before its join (node %zu)", bad - 1);
 }
