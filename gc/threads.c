@@ -928,6 +928,18 @@ LFGC_EXPORT void GC_alloc_unlock(void)
     unlock();
 }
 
+/* The end of a blocking section, also when the thread is unwound out of
+ * it (cancelled, or pthread_exit in fn): its cleanup handlers then run
+ * ordinary code, which may allocate and hold objects deeper than where
+ * the section began, so it must be stopped and scanned as running. */
+static void leave_blocking(void *arg)
+{
+    struct thread_rec *me = arg;
+    lock();                          /* waits for a collection to end */
+    me->state = T_RUNNING;
+    unlock();
+}
+
 LFGC_EXPORT void *GC_do_blocking(GC_fn_type fn, void *client_data)
 {
     struct thread_rec *me = tl_self;
@@ -935,10 +947,10 @@ LFGC_EXPORT void *GC_do_blocking(GC_fn_type fn, void *client_data)
         return fn(client_data);
     __builtin_unwind_init();
     enter_blocking(me);
-    void *r = fn(client_data);
-    lock();                          /* waits for a collection to end */
-    me->state = T_RUNNING;
-    unlock();
+    void *r;
+    pthread_cleanup_push(leave_blocking, me);
+    r = fn(client_data);
+    pthread_cleanup_pop(1);
     __asm__ volatile("" ::: "memory");
     return r;
 }

@@ -21,6 +21,7 @@
  *   default_warning_while_a_stopped_thread_holds_stderr   written with write(2)
  *   unregistered_collector_does_not_malloc_while_stopped
  *   join_does_not_drop_a_reused_record   GC_pthread_join vs a record reused
+ *   cancelled_in_a_blocking_section   its cleanup handlers run as running code
  *
  * This program interposes malloc (section 4) to see who calls it when.
  */
@@ -854,4 +855,83 @@ Test(hazards, join_does_not_drop_a_reused_record, .timeout = 60)
     cr_assert_eq(pthread_join(y, &ret), 0);
     size_t bad = list_check(ret, 0x9e, UR_NODES);
     cr_assert_eq(bad, 0, "Y's return value was reclaimed before its join (node %zu)", bad - 1);
+}
+
+/* ================================================================== */
+/* 6. A thread cancelled inside GC_do_blocking                          */
+
+/* The cleanup handlers of a thread cancelled (or ending with
+ * pthread_exit) in a blocking section run ordinary code, which may
+ * allocate and hold objects on a stack deeper than where the section
+ * began: the thread must count as running again (stopped, scanned from
+ * where it is), not as still blocking. */
+static atomic_long bc_blocked, bc_in_cleanup, bc_collected;
+static size_t bc_bad;
+
+static void *bc_read(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char c;
+    atomic_store(&bc_blocked, 1);
+    (void)read(fd, &c, 1);                    /* cancelled here */
+    return NULL;
+}
+
+/* Deep below the frame that pushed the handler: holds the list in a slot
+ * 32 KiB down. */
+static NOINLINE void bc_deep(void)
+{
+    struct node *volatile slots[4096];
+    slots[0] = GC_REVEAL_POINTER(list_build(0xdc, UR_NODES));
+    for (size_t i = 1; i < 4096; i++)
+        slots[i] = NULL;
+    atomic_store(&bc_in_cleanup, 1);
+    wait_at_least(&bc_collected, 1, 30);
+    bc_bad = list_check(slots[0], 0xdc, UR_NODES);
+}
+
+static void bc_cleanup(void *arg)
+{
+    (void)arg;
+    bc_deep();
+}
+
+static void *bc_thread(void *arg)
+{
+    pthread_cleanup_push(bc_cleanup, NULL);
+    GC_do_blocking(bc_read, arg);
+    pthread_cleanup_pop(0);
+    return NULL;
+}
+
+Test(hazards, cancelled_in_a_blocking_section, .timeout = 60)
+{
+    GC_INIT();
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    for (int round = 0; round < 3; round++) {
+        atomic_store(&bc_blocked, 0);
+        atomic_store(&bc_in_cleanup, 0);
+        atomic_store(&bc_collected, 0);
+        bc_bad = 0;
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, bc_thread, (void *)(intptr_t)p[0]), 0);
+        cr_assert(wait_at_least(&bc_blocked, 1, 10), "the thread did not block");
+        sleep_ms(10);
+        cr_assert_eq(pthread_cancel(t), 0);
+        cr_assert(wait_at_least(&bc_in_cleanup, 1, 10), "the cleanup handler did not run");
+        for (int i = 0; i < 3; i++) {
+            garbage(4 * MiB, (uint64_t)i);
+            clear_stack();
+            GC_gcollect();
+        }
+        atomic_store(&bc_collected, 1);
+        void *ret = NULL;
+        cr_assert_eq(pthread_join(t, &ret), 0);
+        cr_assert_eq(ret, PTHREAD_CANCELED);
+        cr_assert_eq(bc_bad, 0, "a list held by a cleanup handler was reclaimed (node %zu)",
+                     bc_bad - 1);
+    }
+    close(p[0]);
+    close(p[1]);
 }
