@@ -78,11 +78,17 @@ static uint64_t span_bytes(const struct region *r, const struct span *s)
 }
 
 /* May a span of this kind use chunk j?  Not if words that are no
- * pointers hit it (blacklist.c), unless the kind is pointer-free (such a
- * word pins one object and nothing else) or uncollectable (kept anyway). */
+ * pointers hit it (blacklist.c), nor if it starts at a multiple of 4 GiB:
+ * there land the words that pack two 32-bit integers the second of which
+ * is below 65536, whenever the program writes them (blacklisting only
+ * sees those that are there before the chunk is used).  Pointer-free
+ * kinds (such a word pins one object and nothing else) and uncollectable
+ * ones (kept anyway) may use both. */
 static bool span_usable(const struct region *r, uint64_t j, unsigned kind)
 {
-    return lf_kinds[kind].ptrfree || lf_kinds[kind].uncollectable || !lf_blacklisted(r, j);
+    if (lf_kinds[kind].ptrfree || lf_kinds[kind].uncollectable)
+        return true;
+    return (uint32_t)(r->start + (j << CHUNK_SHIFT)) != 0 && !lf_blacklisted(r, j);
 }
 
 /* Unlink and return the first span of *list that kind may use. */
