@@ -330,6 +330,13 @@ void lf_collect(enum collect_reason why)
 
     lf_event(GC_EVENT_RECLAIM_START);
     lf_sweep_after_mark(lf_dirty_enabled());
+    /* The live bytes are new: what was allocated before is in them (for
+     * the getters, which an event callback may call from here on). */
+    lf_hs.allocd_since_gc = 0;
+    lf_hs.freed_since_gc = 0;
+    AO_store(&lf_hs.caches_allocd, 0);
+    AO_store(&lf_hs.max_thread_allocd, 0);
+    lf_hs.exited_allocd = 0;
     lf_event(GC_EVENT_RECLAIM_END);
     if (tracked)
         lf_dirty_protect();
@@ -372,11 +379,6 @@ void lf_collect(enum collect_reason why)
         early_minor_failed = lf_hs.reclaimed_last < expansion_step(0);
     else if (why == COLLECT_ALLOCATION)
         early_minor_failed = false;
-    lf_hs.allocd_since_gc = 0;
-    lf_hs.freed_since_gc = 0;
-    AO_store(&lf_hs.caches_allocd, 0);
-    AO_store(&lf_hs.max_thread_allocd, 0);
-    lf_hs.exited_allocd = 0;
     lf_release_idle_spans(false);
 
     lf_event(GC_EVENT_PRE_START_WORLD);

@@ -327,7 +327,6 @@ void lf_threads_init(void);
 struct thread_cache *lf_thread_cache_create(void);
 void lf_caches_mark(void);                 /* lf_cache_mark() on every thread  */
 bool lf_threads_sweeping(void);            /* some thread is in sweep_enter  */
-uint64_t lf_threads_allocd_pending(void);  /* sum of the caches' allocd      */
 void lf_cache_mark(struct thread_cache *tc);
 void lf_cache_return(struct thread_cache *tc);
 void lf_stop_world(void);

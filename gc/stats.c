@@ -33,12 +33,26 @@ void lf_stats_print_collection(uint64_t pause_ns)
             (unsigned long long)(lf_hs.reclaimed_last >> 10), pause_ns / 1e6);
 }
 
+/* Set while this thread runs a callback of a collection: the lock is held
+ * then, and the figures that are read under it are read without it. */
+static __thread bool in_callback;
+
 void lf_event(GC_EventType e)
 {
+    in_callback = true;
     if (e == GC_EVENT_START && on_start)
         on_start();
     if (on_event)
         on_event(e);
+    in_callback = false;
+}
+
+static bool lock_unless_in_callback(void)
+{
+    if (in_callback)
+        return false;
+    lock();
+    return true;
 }
 
 LFGC_EXPORT void GC_set_on_collection_event(GC_on_collection_event_proc fn)
@@ -65,19 +79,38 @@ LFGC_EXPORT GC_start_callback_proc GC_get_start_callback(void)
     return on_start;
 }
 
+/* The figures below are read without the lock, as bdwgc documents them
+ * (programs call them from the event callbacks, lock held): each is one
+ * aligned word, read once.  The collection sets the live bytes and clears
+ * the counts of allocation since it in one step (the world stopped,
+ * before GC_EVENT_RECLAIM_END), so that from then on the bytes in use are
+ * the live ones. */
+static inline uint64_t load(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
 static uint64_t in_use_bytes(void)
 {
-    uint64_t allocd = lf_hs.allocd_since_gc > lf_hs.freed_since_gc
-                          ? lf_hs.allocd_since_gc - lf_hs.freed_since_gc : 0;
-    return lf_hs.live_bytes + allocd;
+    uint64_t since = load(&lf_hs.allocd_since_gc), freed = load(&lf_hs.freed_since_gc);
+    return load(&lf_hs.live_bytes) + (since > freed ? since - freed : 0);
+}
+
+/* Bytes handed out since start-up: the shared count, plus the calling
+ * thread's batches not yet added to it (other threads' are left out: at
+ * most 64 KiB each, and not readable without their lock). */
+static uint64_t total_bytes(void)
+{
+    return load(&lf_hs.total_allocd) + load(&lf_tl_cache->allocd);
 }
 
 LFGC_EXPORT size_t GC_get_heap_size(void)
 {
     /* As bdwgc: the expanded size, less what was given back to the OS. */
-    uint64_t expanded = lf_hs.heap_target > lf_hs.released_bytes
-                            ? lf_hs.heap_target - lf_hs.released_bytes : 0;
-    return lf_hs.heap_bytes > expanded ? lf_hs.heap_bytes : expanded;
+    uint64_t target = load(&lf_hs.heap_target), released = load(&lf_hs.released_bytes);
+    uint64_t heap = load(&lf_hs.heap_bytes);
+    uint64_t expanded = target > released ? target - released : 0;
+    return heap > expanded ? heap : expanded;
 }
 
 LFGC_EXPORT size_t GC_get_free_bytes(void)
@@ -88,7 +121,7 @@ LFGC_EXPORT size_t GC_get_free_bytes(void)
 
 LFGC_EXPORT size_t GC_get_unmapped_bytes(void)
 {
-    return lf_hs.released_bytes;
+    return load(&lf_hs.released_bytes);
 }
 
 LFGC_EXPORT size_t GC_get_memory_use(void)
@@ -98,30 +131,27 @@ LFGC_EXPORT size_t GC_get_memory_use(void)
 
 LFGC_EXPORT size_t GC_get_expl_freed_bytes_since_gc(void)
 {
-    return lf_hs.freed_since_gc;
+    return load(&lf_hs.freed_since_gc);
 }
 
 LFGC_EXPORT unsigned long GC_get_full_gc_total_time(void)
 {
-    return (unsigned long)(total_pause / 1000000u);
+    return (unsigned long)(load(&total_pause) / 1000000u);
 }
 
 LFGC_EXPORT size_t GC_get_bytes_since_gc(void)
 {
-    return lf_hs.allocd_since_gc;
+    return load(&lf_hs.allocd_since_gc);
 }
 
 LFGC_EXPORT size_t GC_get_total_bytes(void)
 {
-    lock();
-    size_t n = lf_hs.total_allocd + lf_threads_allocd_pending();
-    unlock();
-    return n;
+    return total_bytes();
 }
 
 LFGC_EXPORT GC_word GC_get_gc_no(void)
 {
-    return GC_gc_no;
+    return __atomic_load_n(&GC_gc_no, __ATOMIC_RELAXED);
 }
 
 LFGC_EXPORT void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
@@ -129,47 +159,50 @@ LFGC_EXPORT void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
                                         GC_word *bytes_since_gc,
                                         GC_word *total_bytes)
 {
-    lock();
+    bool locked = lock_unless_in_callback();
     if (heap_size)
         *heap_size = GC_get_heap_size();
     if (free_bytes)
         *free_bytes = GC_get_free_bytes();
     if (unmapped_bytes)
-        *unmapped_bytes = lf_hs.released_bytes;
+        *unmapped_bytes = GC_get_unmapped_bytes();
     if (bytes_since_gc)
-        *bytes_since_gc = lf_hs.allocd_since_gc;
+        *bytes_since_gc = GC_get_bytes_since_gc();
     if (total_bytes)
-        *total_bytes = lf_hs.total_allocd + lf_threads_allocd_pending();
-    unlock();
+        *total_bytes = GC_get_total_bytes();
+    if (locked)
+        unlock();
 }
 
 LFGC_EXPORT void lfgc_get_stats(struct lfgc_stats *out)
 {
-    lock();
+    bool locked = lock_unless_in_callback();
     memset(out, 0, sizeof *out);
     out->collections = GC_gc_no;
     out->heap_bytes = GC_get_heap_size();
     out->live_bytes = lf_hs.live_bytes;
     out->reclaimed_bytes = lf_hs.reclaimed_last;
-    out->total_allocated = lf_hs.total_allocd + lf_threads_allocd_pending();
+    out->total_allocated = total_bytes();
     out->last_pause_ns = last_pause;
     out->max_pause_ns = max_pause;
     out->total_pause_ns = total_pause;
     out->mark_stack_overflows = lf_hs.mark_overflows;
     out->minor_collections = lf_hs.minor_collections;
-    unlock();
+    if (locked)
+        unlock();
 }
 
 LFGC_EXPORT size_t lfgc_get_pauses(uint64_t *ns, size_t max)
 {
-    lock();
+    bool locked = lock_unless_in_callback();
     uint64_t have = pause_count < PAUSE_RING ? pause_count : PAUSE_RING;
     if (max > have)
         max = have;
     uint64_t first = pause_count - max;
     for (size_t i = 0; i < max; i++)
         ns[i] = pauses[(first + i) % PAUSE_RING];
-    unlock();
+    if (locked)
+        unlock();
     return max;
 }
 

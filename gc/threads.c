@@ -291,16 +291,6 @@ bool lf_threads_sweeping(void)
     return false;
 }
 
-/* Bytes threads refilled and have not yet counted (read racily: a
- * statistic). */
-uint64_t lf_threads_allocd_pending(void)
-{
-    uint64_t n = 0;
-    for (struct thread_rec *t = threads; t; t = t->next)
-        n += *(volatile uint64_t *)&t->cache.allocd;
-    return n;
-}
-
 /* ------------------------------------------------------------------ */
 /* Stopping the world                                                   */
 

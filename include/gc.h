@@ -201,7 +201,9 @@ GC_API void GC_set_max_retries(GC_word);
 GC_API GC_word GC_get_max_retries(void);
 
 /* ------------------------------------------------------------------ */
-/* Statistics                                                          */
+/* Statistics.  The single-figure getters take no lock (as in bdwgc):
+ * they may be called from the collection-event callbacks.  From
+ * GC_EVENT_RECLAIM_END on, they describe the heap after the collection. */
 
 /* Bytes of heap mapped for objects (free and in use). */
 GC_API size_t GC_get_heap_size(void);
@@ -231,7 +233,8 @@ GC_API void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
 GC_API void GC_dump(void);
 
 /* Collection events, as in bdwgc: the callback runs with the allocation
- * lock held and must not allocate. */
+ * lock held and must not allocate.  It may read the statistics, including
+ * GC_get_heap_usage_safe, lfgc_get_stats and lfgc_get_pauses. */
 typedef enum {
     GC_EVENT_START,
     GC_EVENT_MARK_START,

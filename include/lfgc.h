@@ -28,7 +28,8 @@ struct lfgc_stats {
     uint64_t minor_collections; /* of the collections, how many were minor  */
 };
 
-/* Copy the current figures into *out. */
+/* Copy the current figures into *out (under the lock, or the lock held
+ * by the collection-event callback it is called from). */
 extern void lfgc_get_stats(struct lfgc_stats *out);
 
 /* Collect now, minor if possible: trace only from the roots, the objects
