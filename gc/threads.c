@@ -522,11 +522,34 @@ static void scan_stack(struct thread_rec *t, uintptr_t sp)
         scan_stack_off(t, sp, bottom);
 }
 
+/* The extent of the stack holding addr, for a stack met unannounced:
+ * the heap object around it when it lies in one (a coroutine's stack
+ * allocated from the collector, whose mapping would be a whole region:
+ * 32 GiB to read), else its mapping.  A large object ends at the bytes it
+ * was given, a small one at its slot. */
+static bool stack_extent_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    if (!lowfat_is_heap_ptr((const void *)addr))
+        return mapping_of(addr, lo, hi);
+    uintptr_t base = (uintptr_t)lowfat_base((const void *)addr);
+    const struct region *r = region_of((const void *)base);
+    uint64_t size = r->size;
+    if (r->large) {
+        uint64_t bytes = r->spans[span_index_of(r, base)].obj_bytes;
+        if (addr - base < bytes)
+            size = bytes;
+    }
+    *lo = base;
+    *hi = base + size;
+    return true;
+}
+
 /* Otherwise the thread runs on another stack (a signal stack, a
  * coroutine's) or its own grew past what we knew.  Where sp lies, scan
  * up to the end of the signal stack GC_register_altstack gave or of the
- * mapping; and scan the whole of the thread's own stack, as how deep it
- * was when the thread left it is not known.  Conservative, and rare. */
+ * mapping (or heap object); and scan the whole of the thread's own
+ * stack, as how deep it was when the thread left it is not known.
+ * Conservative, and rare. */
 static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
 {
     uintptr_t lo, hi;
@@ -538,7 +561,7 @@ static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
                                                                                  : a->norm_hi);
         return;
     }
-    if (!bottom || !mapping_of(bottom - 1, &lo, &hi)) {
+    if (!bottom || !stack_extent_of(bottom - 1, &lo, &hi)) {
         /* No memory map to go by (no /proc): trust a stack pointer that
          * lies below the base, as far as a stack may reach. */
         if (sp <= bottom && bottom - sp <= ((uintptr_t)1 << 32))
@@ -554,7 +577,7 @@ static void scan_stack_off(struct thread_rec *t, uintptr_t sp, uintptr_t bottom)
     uintptr_t own_lo = lo;
     if (on_alt)
         mark_stack_range(sp, a->alt_hi);
-    else if (mapping_of(sp, &lo, &hi))
+    else if (stack_extent_of(sp, &lo, &hi))
         mark_stack_range(sp, hi);
     mark_stack_range(own_lo, bottom);
 }

@@ -10,6 +10,9 @@
  */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 
+#include <time.h>
+#include <ucontext.h>
+
 TestSuite(stacks, .init = tu_warm_up);
 
 /* ------------------------------------------------------------------ */
@@ -174,4 +177,165 @@ Test(stacks, dead_collector_frames_retain_nothing)
     cr_assert_eq(chain_live_count(), 0,
                  "%d chain nodes retained by words the collector left on the stack",
                  chain_live_count());
+}
+
+/* ------------------------------------------------------------------ */
+/* A coroutine whose stack is a heap object                             */
+
+/* A collection while a thread runs on a stack the collector allocated:
+ * the stack is scanned to the end of that object, not of its region's
+ * mapping (32 GiB, minutes to read). */
+
+#define CO_NODES 2000
+static ucontext_t co_main_ctx, co_ctx;
+static char *co_stack_top;
+static int co_set_bottom;                   /* the bdwgc way: GC_set_stackbottom */
+static size_t co_bad;
+static double co_seconds;
+static GC_hidden_pointer co_garbage, co_garbage_target;
+
+struct co_node {
+    struct co_node *next;
+    uint64_t id, check;
+};
+
+static TU_NOINLINE struct co_node *co_build(void)
+{
+    struct co_node *l = NULL;
+    for (uint64_t i = 0; i < CO_NODES; i++) {
+        struct co_node *p = GC_malloc(sizeof *p);
+        cr_assert_not_null(p);
+        p->next = l;
+        p->id = i;
+        p->check = tu_pattern(i, 7);
+        l = p;
+    }
+    return l;
+}
+
+static TU_NOINLINE size_t co_verify(const struct co_node *l)
+{
+    size_t bad = 0;
+    uint64_t i = CO_NODES;
+    for (; l; l = l->next) {
+        i--;
+        if (l->id != i || l->check != tu_pattern(i, 7) || !lfgc_is_live(l))
+            bad++;
+    }
+    return bad + (i != 0);
+}
+
+static void co_body(void)
+{
+    struct GC_stack_base saved, sb = { co_stack_top };
+    void *me = NULL;
+    if (co_set_bottom) {
+        me = GC_get_my_stackbottom(&saved);
+        GC_set_stackbottom(me, &sb);
+    }
+    /* Held only by this stack (and its registers). */
+    struct co_node *l = co_build();
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    GC_gcollect();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    co_seconds = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
+    co_bad = co_verify(l);
+    __asm__ volatile("" : : "r"(l) : "memory");
+    if (co_set_bottom)
+        GC_set_stackbottom(me, &saved);
+    swapcontext(&co_ctx, &co_main_ctx);
+}
+
+/* Garbage that only memory past the end of the stack object points to:
+ * a heap object of the stack's class (likely its neighbour) holding the
+ * address of another. */
+static TU_NOINLINE void co_make_garbage(size_t size)
+{
+    void **g = GC_malloc(size);
+    cr_assert_not_null(g);
+    void *t = GC_malloc(64);
+    cr_assert_not_null(t);
+    g[0] = t;
+    g[size / 8 - 1] = t;
+    co_garbage = tu_hide(g);
+    co_garbage_target = tu_hide(t);
+}
+
+static TU_NOINLINE void co_run_on(char *stk, size_t size, int set_bottom)
+{
+    GC_disable();
+    co_make_garbage(size);
+    GC_enable();
+    co_stack_top = stk + size;
+    co_set_bottom = set_bottom;
+    getcontext(&co_ctx);
+    co_ctx.uc_stack.ss_sp = stk;
+    co_ctx.uc_stack.ss_size = size;
+    co_ctx.uc_link = &co_main_ctx;
+    makecontext(&co_ctx, co_body, 0);
+    swapcontext(&co_main_ctx, &co_ctx);
+}
+
+static TU_NOINLINE void co_run(size_t size, int set_bottom)
+{
+    char *stk = GC_malloc_uncollectable(size);
+    cr_assert_not_null(stk);
+    co_run_on(stk, size, set_bottom);
+    GC_free(stk);
+}
+
+/* Before: the first collection read the 32 GiB region (the timeout). */
+Test(stacks, coroutine_on_heap_stack_scans_that_object, .timeout = 15)
+{
+    co_run(256 * KiB, 0);
+    cr_assert_eq(co_bad, 0, "%zu nodes held by the coroutine's stack lost or garbled", co_bad);
+    cr_assert_lt(co_seconds, 2.0, "the collection took %.3f s", co_seconds);
+    tu_collect();
+    cr_assert(!tu_live(co_garbage), "garbage past the stack object retained");
+    cr_assert(!tu_live(co_garbage_target), "garbage past the stack object retained");
+}
+
+Test(stacks, coroutine_with_stack_bottom_set, .timeout = 15)
+{
+    co_run(256 * KiB, 1);
+    cr_assert_eq(co_bad, 0, "%zu nodes held by the coroutine's stack lost or garbled", co_bad);
+    cr_assert_lt(co_seconds, 2.0, "the collection took %.3f s", co_seconds);
+    tu_collect();
+    cr_assert(!tu_live(co_garbage), "garbage past the stack object retained");
+    cr_assert(!tu_live(co_garbage_target), "garbage past the stack object retained");
+}
+
+/* A small heap stack with its bottom set: the collector knows the stack
+ * from the object's base up, and what it clears of the stack after a
+ * collection stays inside it.  (Taking the region's start for the stack's
+ * low end, it cleared the end of the object below.) */
+Test(stacks, small_heap_stack_neighbours_intact, .timeout = 15)
+{
+    enum { N = 6 };
+    const size_t size = 16 * KiB - 1;       /* one 16 KiB slot each */
+    char *o[N];
+    for (int i = 0; i < N; i++) {
+        o[i] = GC_malloc_uncollectable(size);
+        cr_assert_not_null(o[i]);
+    }
+    /* A stack with a neighbour just below it. */
+    int s = -1;
+    for (int i = 0; i < N && s < 0; i++)
+        for (int j = 0; j < N; j++)
+            if (o[j] + lowfat_size(o[i]) == o[i])
+                s = i;
+    cr_assert_geq(s, 0, "no two adjacent 16 KiB objects");
+    for (int i = 0; i < N; i++)
+        if (i != s)
+            tu_fill_bytes(o[i], size, (uint64_t)i);
+    co_run_on(o[s], size, 1);
+    cr_assert_eq(co_bad, 0, "%zu nodes held by the coroutine's stack lost or garbled", co_bad);
+    for (int i = 0; i < N; i++)
+        if (i != s)
+            cr_assert_eq(tu_check_bytes(o[i], size, (uint64_t)i), size,
+                         "object %d, next to the stack, was overwritten at byte %zu", i,
+                         tu_check_bytes(o[i], size, (uint64_t)i));
+    for (int i = 0; i < N; i++)
+        GC_free(o[i]);
 }
