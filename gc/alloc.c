@@ -16,19 +16,10 @@
 #include "internal.h"
 
 uint64_t lf_free_canary;
-LF_UNSCANNED struct class_kind lf_class_kinds[NUM_CLASSES][MAX_KINDS];
-static uint32_t class_kind_free_count[NUM_CLASSES][MAX_KINDS];
 struct thread_cache lf_empty_cache;
 __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
 uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
 size_t lf_extra_bytes = 1;
-
-struct kind lf_kinds[MAX_KINDS] = {
-    [KIND_PTRFREE]        = { .in_use = 1, .ptrfree = 1 },
-    [KIND_NORMAL]         = { .in_use = 1, .clear = 1 },
-    [KIND_UNCOLLECTABLE]  = { .in_use = 1, .uncollectable = 1, .clear = 1 },
-    [KIND_AUNCOLLECTABLE] = { .in_use = 1, .uncollectable = 1, .ptrfree = 1 },
-};
 
 void lf_alloc_init(void)
 {
@@ -244,6 +235,12 @@ static void count_allocated(int64_t bytes)
         AO_fetch_and_add((volatile AO_t *)&lf_hs.total_allocd, (AO_t)bytes);
 }
 
+/* Freed bytes, added without the lock by the threads' frees. */
+static void count_freed_shared(uint64_t bytes)
+{
+    __atomic_fetch_add(&lf_hs.freed_since_gc, bytes, __ATOMIC_RELAXED);
+}
+
 static unsigned max_retries(void)
 {
     return GC_max_retries ? (unsigned)GC_max_retries : 1;
@@ -322,7 +319,7 @@ static void set_alloc_bit(struct region *r, void *p, bool on)
  * memory.  *fresh tells which. */
 static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
 {
-    struct class_kind *ck = &lf_class_kinds[c][kind];
+    struct class_kind *ck = class_kind_of(c, kind);
     unsigned collections = 0;
     for (;;) {
         struct span *s = ck->unswept;
@@ -359,14 +356,14 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
  * claimed and swept under the lock.  NULL when out of memory. */
 static void *take_batch(unsigned c, unsigned kind, size_t *count)
 {
-    struct class_kind *ck = &lf_class_kinds[c][kind];
+    struct class_kind *ck = class_kind_of(c, kind);
     struct region *r = &lf_regions[c];
     for (;;) {
         if (ck->free) {
             void *list = ck->free;
-            *count = class_kind_free_count[c][kind];
+            *count = ck->free_count;
             ck->free = NULL;
-            class_kind_free_count[c][kind] = 0;
+            ck->free_count = 0;
             return list;
         }
         bool fresh;
@@ -387,14 +384,14 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
     if (r->large) {
         p = large_alloc(c, kind, bytes);
     } else {
-        struct class_kind *ck = &lf_class_kinds[c][kind];
+        struct class_kind *ck = class_kind_of(c, kind);
         size_t n = 0;
         void **list = take_batch(c, kind, &n);
         if (!list)
             return NULL;
         ck->free = list;
         p = free_list_pop(&ck->free);
-        class_kind_free_count[c][kind] = (uint32_t)(n - 1);
+        ck->free_count = (uint32_t)(n - 1);
         count_allocated(r->size);
     }
     if (p && lf_kinds[kind].uncollectable)
@@ -473,16 +470,63 @@ static size_t batch_slots(const struct region *r)
     return n < 8 ? 8 : n;
 }
 
+/* ------------------------------------------------------------------ */
+/* Thread caches of every kind                                          */
+
+/* Kinds other than the fast paths' get their lists on first use, so that
+ * a runtime's kinds never take the lock per object.  Lists of threads
+ * that left are kept for the next thread (lock held). */
+static struct kind_cache *spare_kind_caches;
+
+static __attribute__((noinline)) struct kind_cache *
+kind_cache_make(struct thread_cache *tc, unsigned kind)
+{
+    lock();
+    struct kind_cache *kc = spare_kind_caches;
+    if (kc) {
+        spare_kind_caches = kc->next;
+    } else {
+        kc = mmap(NULL, sizeof *kc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                  -1, 0);
+        if (kc == MAP_FAILED) {
+            unlock();
+            return NULL;
+        }
+    }
+    memset(kc, 0, sizeof *kc);
+    tc->more[kind] = kc;
+    unlock();
+    return kc;
+}
+
+static inline struct kind_cache *kind_cache_get(struct thread_cache *tc, unsigned kind)
+{
+    if (kind < NUM_CACHED_KINDS)
+        return &tc->k[kind];
+    struct kind_cache *kc = tc->more[kind];
+    return likely(kc) ? kc : kind_cache_make(tc, kind);
+}
+
+/* Whether a kind's small objects go through the thread caches.  Those of
+ * uncollectable kinds do not: each carries an allocated bit, set and
+ * cleared under the lock. */
+static inline bool kind_cached(unsigned kind)
+{
+    return !lf_kinds[kind].uncollectable;
+}
+
 /* Refill the calling thread's list of (class, kind) and pop from it.
  * Most refills continue the thread's lazy sweep of a span it claimed, one
  * piece at a time, without the lock and straight into the cache (the
- * place a collection marks).  The lock is taken to claim the next span or
- * to take explicitly freed slots. */
-static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind)
+ * place a collection marks).
+ * The lock is taken to claim the next span or to take explicitly freed
+ * slots. */
+static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+                              unsigned kind)
 {
-    struct class_kind *ck = &lf_class_kinds[c][kind];
+    struct class_kind *ck = class_kind_of(c, kind);
     struct region *r = &lf_regions[c];
-    struct sweep_cursor *cur = &tc->cursor[kind][c];
+    struct sweep_cursor *cur = &kc->cursor[c];
     size_t want = batch_slots(r);
     for (;;) {
         if (sweep_enter(tc)) {
@@ -491,7 +535,7 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
                 void *list = lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
                 if (cur->next >= cur->end)
                     cur->span = NULL;
-                tc->free[kind][c] = list;
+                kc->free[c] = list;
                 sweep_exit(tc);
                 if (list) {
                     count_refill(tc, n * r->size);
@@ -512,8 +556,8 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
             }
             ck->free = link_decode(tail[0]);
             tail[0] = link_encode(NULL);
-            class_kind_free_count[c][kind] -= (uint32_t)n;
-            tc->free[kind][c] = head;
+            ck->free_count -= (uint32_t)n;
+            kc->free[c] = head;
             count_refill(tc, n * r->size);
             unlock();
             break;
@@ -533,7 +577,7 @@ static void *cache_refill_pop(struct thread_cache *tc, unsigned c, unsigned kind
         s->dirty = 0;
         unlock();
     }
-    return free_list_pop(&tc->free[kind][c]);
+    return free_list_pop(&kc->free[c]);
 }
 
 static unsigned class_for(size_t bytes)
@@ -561,11 +605,14 @@ static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
         return lf_oom(bytes);
     if (unlikely(!ensure_registered()))
         return lf_oom(bytes);
-    if (c < NUM_SMALL_CLASSES && kind < NUM_CACHED_KINDS) {
+    if (c < NUM_SMALL_CLASSES && kind_cached(kind)) {
         struct thread_cache *tc = lf_tl_cache;
-        if (tc->free[kind][c])
-            return free_list_pop(&tc->free[kind][c]);
-        void *p = cache_refill_pop(tc, c, kind);
+        struct kind_cache *kc = kind_cache_get(tc, kind);
+        if (!kc)
+            return lf_oom(bytes);
+        if (kc->free[c])
+            return free_list_pop(&kc->free[c]);
+        void *p = cache_refill_pop(tc, kc, c, kind);
         return p ? p : lf_oom(bytes);
     }
     lock();
@@ -626,8 +673,8 @@ static inline __attribute__((always_inline)) void *cache_pop(size_t bytes, unsig
     if (likely(bytes <= SMALL_REQUEST_MAX)) {
         unsigned c = lf_request_class[bytes];
         struct thread_cache *tc = lf_tl_cache;
-        if (likely(tc->free[kind][c]))
-            return free_list_pop(&tc->free[kind][c]);
+        if (likely(tc->k[kind].free[c]))
+            return free_list_pop(&tc->k[kind].free[c]);
     }
     return alloc_slow(bytes, kind);
 }
@@ -653,10 +700,10 @@ LFGC_EXPORT void *GC_malloc_many(size_t bytes)
     if (!list || bytes > SMALL_REQUEST_MAX)
         return list;
     unsigned c = lf_request_class[bytes];
-    struct thread_cache *tc = lf_tl_cache;
+    struct kind_cache *kc = &lf_tl_cache->k[KIND_NORMAL];
     size_t room = 4096 / lf_regions[c].size;
-    for (size_t n = 1; n < room && tc->free[KIND_NORMAL][c]; n++) {
-        void **p = free_list_pop(&tc->free[KIND_NORMAL][c]);
+    for (size_t n = 1; n < room && kc->free[c]; n++) {
+        void **p = free_list_pop(&kc->free[c]);
         p[0] = list;
         list = p;
     }
@@ -666,25 +713,46 @@ LFGC_EXPORT void *GC_malloc_many(size_t bytes)
 /* ------------------------------------------------------------------ */
 /* Explicit free                                                        */
 
+/* Unmark the slots of a free list and return how many it holds. */
+static uint32_t list_unmark(struct region *r, void **list)
+{
+    uint32_t n = 0;
+    for (void **p = list; p; p = link_decode(p[0]), n++)
+        mark_clear(r, p);
+    return n;
+}
+
 /* At a collection the global free lists of collectable kinds are dropped:
- * the sweep finds their slots again.  Their slots may still be marked
- * (freed while their span was being swept, or left by an exiting thread):
- * unmark them, or a minor collection would take them for old objects.
- * Uncollectable spans are never swept, so their lists (slots freed with
- * GC_free, or not yet handed out) stay. */
+ * the sweep finds their slots again.  Their
+ * slots may still be marked (freed while their span was being swept, or
+ * left by an exiting thread): unmark them, or a minor collection would
+ * take them for old objects.  Uncollectable spans are never swept, so
+ * their lists (slots freed with GC_free, or not yet handed out) stay. */
 void lf_caches_discard(void)
 {
-    for (unsigned k = 0; k < MAX_KINDS; k++) {
-        if (!lf_kinds[k].in_use)
-            continue;               /* nothing was ever allocated of it */
+    unsigned kinds = lf_kinds_made();
+    for (unsigned k = 0; k < kinds; k++) {
         for (unsigned c = 0; c < NUM_CLASSES; c++) {
-            lf_class_kinds[c][k].unswept = NULL;
+            struct class_kind *ck = class_kind_of(c, k);
+            ck->unswept = NULL;
             if (lf_kinds[k].uncollectable)
                 continue;
-            for (void **p = lf_class_kinds[c][k].free; p; p = link_decode(p[0]))
-                mark_clear(&lf_regions[c], p);
-            lf_class_kinds[c][k].free = NULL;
-            class_kind_free_count[c][k] = 0;
+            list_unmark(&lf_regions[c], ck->free);
+            ck->free = NULL;
+            ck->free_count = 0;
+        }
+    }
+}
+
+static void kind_cache_mark(struct kind_cache *kc)
+{
+    /* The spans being swept are classified afresh by this collection. */
+    memset(kc->cursor, 0, sizeof kc->cursor);
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        for (void **p = kc->free[c]; p; p = link_decode(p[0])) {
+            uint64_t bit = lowfat_slot_number(p) - r->q0;
+            r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
         }
     }
 }
@@ -695,16 +763,33 @@ void lf_caches_discard(void)
  * with a thread stopped in the middle of a pop. */
 void lf_cache_mark(struct thread_cache *tc)
 {
-    /* The spans being swept are classified afresh by this collection. */
-    memset(tc->cursor, 0, sizeof tc->cursor);
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
-        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
-            struct region *r = &lf_regions[c];
-            for (void **p = tc->free[k][c]; p; p = link_decode(p[0])) {
-                uint64_t bit = lowfat_slot_number(p) - r->q0;
-                r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
-            }
-        }
+        kind_cache_mark(&tc->k[k]);
+    unsigned kinds = lf_kinds_made();
+    for (unsigned k = NUM_CACHED_KINDS; k < kinds; k++)
+        if (tc->more[k])
+            kind_cache_mark(tc->more[k]);
+}
+
+static void kind_cache_return(struct kind_cache *kc, unsigned k)
+{
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        void **head = kc->free[c];
+        if (!head)
+            continue;
+        struct class_kind *ck = class_kind_of(c, k);
+        void **tail = head;
+        uint32_t n = 1;
+        for (void **next; (next = link_decode(tail[0])); tail = next)
+            n++;
+        tail[0] = link_encode(ck->free);
+        ck->free = head;
+        ck->free_count += n;
+        uint64_t bytes = (uint64_t)n * lf_regions[c].size;
+        uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
+        count_allocated(-(int64_t)(bytes < since ? bytes : since));
+        kc->free[c] = NULL;
+    }
 }
 
 /* A thread leaves: its free slots go to the global lists.  Lock held. */
@@ -719,26 +804,23 @@ void lf_cache_return(struct thread_cache *tc)
     tc->allocd = 0;
     tc->cycle = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
-        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
-            void **head = tc->free[k][c];
-            if (!head)
-                continue;
-            void **tail = head;
-            uint32_t n = 1;
-            for (void **next; (next = link_decode(tail[0])); tail = next)
-                n++;
-            tail[0] = link_encode(lf_class_kinds[c][k].free);
-            lf_class_kinds[c][k].free = head;
-            class_kind_free_count[c][k] += n;
-            uint64_t bytes = (uint64_t)n * lf_regions[c].size;
-            uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
-            count_allocated(-(int64_t)(bytes < since ? bytes : since));
-            tc->free[k][c] = NULL;
-        }
+        kind_cache_return(&tc->k[k], k);
+    unsigned kinds = lf_kinds_made();
+    for (unsigned k = NUM_CACHED_KINDS; k < kinds; k++) {
+        struct kind_cache *kc = tc->more[k];
+        if (!kc)
+            continue;
+        kind_cache_return(kc, k);
+        tc->more[k] = NULL;
+        kc->next = spare_kind_caches;
+        spare_kind_caches = kc;
+    }
 }
 
 /* Validate p as the base of an object in use; warn and return false
- * otherwise.  Lock held. */
+ * otherwise.  Reads only what does not change while p is in use, so the
+ * lock is not needed (frees racing for one object are the program's
+ * error; a free that follows another is caught). */
 static bool check_base(void *p, struct region **rp, struct span **sp)
 {
     if (!lowfat_is_ptr(p)) {
@@ -775,12 +857,9 @@ static bool check_base(void *p, struct region **rp, struct span **sp)
 
 static size_t object_size(const struct region *r, const void *p);
 
-static void free_object(void *p)
+/* Frees under the lock. */
+static void free_locked(void *p)
 {
-    if (!p)
-        return;
-    lf_ensure_init();
-    ensure_registered();
     struct region *r;
     struct span *s;
     lock();
@@ -793,7 +872,7 @@ static void free_object(void *p)
     if (lf_finalize_entries())
         lf_finalize_forget(p, object_size(r, p));
     if (r->large) {
-        lf_hs.freed_since_gc += s->obj_bytes;
+        count_freed_shared(s->obj_bytes);
         mark_clear(r, p);
         lf_span_free(r, s);
         unlock();
@@ -811,18 +890,27 @@ static void free_object(void *p)
     }
     if (lf_kinds[kind].clear)
         memset(p, 0, r->size);
-    lf_hs.freed_since_gc += r->size;
+    count_freed_shared(r->size);
     if (s->state == SPAN_UNSWEPT) {
         /* The lazy sweep will find it: unmark it, mark it free. */
         mark_clear(r, p);
         slot_make_free(p, NULL);
     } else {
-        struct class_kind *ck = &lf_class_kinds[c][kind];
+        struct class_kind *ck = class_kind_of(c, kind);
         slot_make_free(p, ck->free);
         ck->free = p;
-        class_kind_free_count[c][kind]++;
+        ck->free_count++;
     }
     unlock();
+}
+
+static void free_object(void *p)
+{
+    if (!p)
+        return;
+    lf_ensure_init();
+    ensure_registered();
+    free_locked(p);
 }
 
 /* Usable bytes of the object at base p (lock not needed: spans of objects

@@ -344,7 +344,8 @@ static void each_old_object(struct region *r, uint64_t lo, uint64_t hi,
             continue;
         uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes
                                 : r->size;
-        if (base + len <= lo)
+        len = kind_scan_len(&lf_kinds[k - 1], (const void *)base, len);
+        if (!len || base + len <= lo)
             continue;
         fn(base, len, lo, hi);
     }

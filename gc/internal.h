@@ -53,14 +53,17 @@
  * the thread caches. */
 #define NUM_SMALL_CLASSES 43     /* 16 .. 32768 bytes */
 
-/* Kinds.  The first four have bdwgc's numbers. */
+/* Kinds.  The first four have bdwgc's numbers; the others are made at
+ * run time (lf_kind_new).  The chunk map names a kind in a byte, as
+ * kind + 1 with 0 for "no span": 255 kinds. */
 #define KIND_PTRFREE        0
 #define KIND_NORMAL         1
 #define KIND_UNCOLLECTABLE  2
 #define KIND_AUNCOLLECTABLE 3
 #define NUM_PREDEFINED_KINDS 4
-#define MAX_KINDS           64
-/* Kinds with thread-local free lists. */
+#define MAX_KINDS           255
+/* Kinds whose thread-local lists sit inline in the cache (the fast
+ * paths' kinds); other kinds get theirs on first use. */
 #define NUM_CACHED_KINDS    2
 
 /* Free slots: word 0 holds the link (tagged so that it is never a heap
@@ -193,25 +196,70 @@ static inline void blacklist_hit(const struct region *r, uint64_t base)
 }
 
 /* ------------------------------------------------------------------ */
-/* Kinds                                                               */
+/* Kinds (kinds.c)                                                     */
+
+/* How the marker scans an object of a kind. */
+enum scan_mode {
+    SCAN_NONE,              /* pointer-free: never scanned                  */
+    SCAN_CONSERVATIVE,      /* every word of the object                     */
+    SCAN_LENGTH,            /* the first `descr` bytes (bdwgc's GC_DS_LENGTH) */
+    SCAN_BITMAP,            /* words whose bit is set in `descr` (not yet)  */
+    SCAN_PER_OBJECT,        /* a descriptor kept in the object (not yet)    */
+    SCAN_PROC,              /* a mark procedure, `proc` with `env` (not yet) */
+};
+
+/* Per (class, kind) state shared by all threads. */
+struct class_kind {
+    void *free;             /* free list (encoded links), lock held          */
+    struct span *unswept;   /* spans awaiting the lazy sweep, lock held      */
+    uint32_t free_count;    /* slots on `free`                              */
+};
 
 struct kind {
     uint8_t in_use;
-    uint8_t ptrfree;        /* never scanned                                */
+    uint8_t ptrfree;        /* scan == SCAN_NONE                            */
     uint8_t uncollectable;  /* never reclaimed; scanned as a root           */
     uint8_t clear;          /* objects are zeroed                           */
+    uint8_t scan;           /* enum scan_mode                               */
+    uintptr_t descr;        /* SCAN_LENGTH: bytes scanned; SCAN_BITMAP: bits */
+    void *proc;             /* SCAN_PROC                                    */
+    uintptr_t env;          /* SCAN_PROC: the procedure's argument          */
+    struct class_kind *ck;  /* NUM_CLASSES entries                          */
 };
 extern struct kind lf_kinds[MAX_KINDS];
+extern struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
+/* What the marker does with an object it has just marked, indexed by the
+ * chunk-map byte (kind + 1): push its base with this tag, or do not push
+ * it (MARK_NO_SCAN).  One byte per kind keeps mark_word's load small. */
+#define MARK_DISPATCH_TAG ((uintptr_t)2)
+#define MARK_NO_SCAN      4
+extern uint8_t lf_kind_mark[MAX_KINDS + 1];
+static inline struct class_kind *class_kind_of(unsigned c, unsigned kind)
+{
+    return &lf_kinds[kind].ck[c];
+}
+/* A new kind; its index, or -1 when the table is full or the scan mode is
+ * not implemented yet.  Thread-safe. */
+int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
+                bool clear, bool uncollectable);
+bool lf_kind_valid(unsigned kind);                   /* made by now */
+unsigned lf_kinds_made(void);
+/* The part of the object at base (len bytes, of kind k) that the marker
+ * scans, as a length: 0 for none. */
+static inline uint64_t kind_scan_len(const struct kind *k, const void *base, uint64_t len)
+{
+    if (k->scan == SCAN_NONE)
+        return 0;
+    if (k->scan == SCAN_LENGTH)
+        return k->descr < len ? k->descr : len;
+    /* A free slot of a kind that is not cleared keeps what it held. */
+    if (!k->clear && len >= 16 && slot_is_free(base))
+        return 0;
+    return len;
+}
 
 /* ------------------------------------------------------------------ */
 /* Allocation (alloc.c)                                                */
-
-/* Per (class, kind) state shared by all threads, under the lock. */
-struct class_kind {
-    void *free;             /* free list (encoded links)                    */
-    struct span *unswept;   /* spans awaiting the lazy sweep                */
-};
-extern struct class_kind lf_class_kinds[NUM_CLASSES][MAX_KINDS];
 
 /* Where a thread is in the span it sweeps lazily for a class and kind. */
 struct sweep_cursor {
@@ -220,9 +268,16 @@ struct sweep_cursor {
     bool clear;             /* zero dead slots                             */
 };
 
+/* A thread's lists of one kind. */
+struct kind_cache {
+    void *free[NUM_SMALL_CLASSES];
+    struct sweep_cursor cursor[NUM_SMALL_CLASSES];
+    struct kind_cache *next;        /* spare list                         */
+};
+
 struct thread_cache {
-    void *free[NUM_CACHED_KINDS][NUM_SMALL_CLASSES];
-    struct sweep_cursor cursor[NUM_CACHED_KINDS][NUM_SMALL_CLASSES];
+    struct kind_cache k[NUM_CACHED_KINDS];  /* first: the fast paths' lists */
+    struct kind_cache *more[MAX_KINDS];     /* other kinds, made on first use */
     /* Per thread, so that refills touch no cache line shared with other
      * threads: */
     volatile AO_t sweeping;     /* sweeping outside the lock (sweep_enter) */

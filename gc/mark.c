@@ -32,6 +32,11 @@
  * memory that (start, end) pairs did: 16 MiB less per marker at 256 MiB
  * of live data. */
 #define RANGE_TAG ((uintptr_t)1)
+/* An object whose kind is not scanned word by word carries
+ * MARK_DISPATCH_TAG (bit 1): popping it looks its kind up.  Slot bases
+ * are 16-byte aligned, so both tags are free bits, tested together once
+ * per popped entry. */
+#define ENTRY_TAGS (RANGE_TAG | MARK_DISPATCH_TAG)
 
 /* What is scanned next, decoded. */
 struct mark_entry {
@@ -176,18 +181,30 @@ static inline uintptr_t object_end(uintptr_t base)
     return base + (r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes : r->size);
 }
 
+/* The part of an object of a dispatched kind that is scanned. */
+static __attribute__((noinline)) uintptr_t dispatch_end(uintptr_t base)
+{
+    const struct kind *k = &lf_kinds[lf_chunk_map[base >> CHUNK_SHIFT] - 1];
+    return base + kind_scan_len(k, (const void *)base, object_end(base) - base);
+}
+
 /* Take the top entry off a non-empty stack, decoded. */
 static inline uintptr_t *pop_entry(uintptr_t *top, struct mark_entry *e)
 {
-    uintptr_t w = *--top;
-    if (w & RANGE_TAG) {
-        e->lo = w & ~RANGE_TAG;
-        e->hi = *--top;
-    } else {
-        e->lo = w;
-        e->hi = object_end(w);
+    uintptr_t w = top[-1];
+    if (w & ENTRY_TAGS) {
+        if (w & RANGE_TAG) {
+            e->lo = w & ~RANGE_TAG;
+            e->hi = top[-2];
+            return top - 2;
+        }
+        e->lo = w & ~MARK_DISPATCH_TAG;
+        e->hi = dispatch_end(e->lo);
+        return top - 1;
     }
-    return top;
+    e->lo = w;
+    e->hi = object_end(w);
+    return top - 1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -222,8 +239,12 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
     } else {
         *word |= mask;
     }
-    if (lf_kinds[k - 1].ptrfree)
-        return top;
+    unsigned action = lf_kind_mark[k];
+    if (unlikely(action)) {
+        if (action & MARK_NO_SCAN)
+            return top;
+        base |= MARK_DISPATCH_TAG;
+    }
     if (unlikely(top == m->end))
         return push_slow(m, top, base, 0, 1);
     *top = base;
@@ -736,10 +757,11 @@ void lf_uncollectables_push(void)
                 if (!((r->alloc_bits[bit >> 6] >> (bit & 63)) & 1))
                     continue;
                 AO_or((volatile AO_t *)&r->mark_bits[bit >> 6], 1ull << (bit & 63));
-                if (!lf_kinds[s->kind].ptrfree) {
-                    uint64_t len = r->large ? s->obj_bytes : r->size;
-                    lf_mark_range((void *)(q * r->size), (void *)(q * r->size + len));
-                }
+                void *base = (void *)(q * r->size);
+                uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
+                                             r->large ? s->obj_bytes : r->size);
+                if (len)
+                    lf_mark_range(base, (char *)base + len);
             }
         }
     }
@@ -768,8 +790,11 @@ static void mark_recover_overflow(void)
                 for (uint64_t q = qa; q < qb; q++) {
                     if (!mark_is_set(r, q))
                         continue;
-                    uint64_t len = r->large ? s->obj_bytes : r->size;
-                    lf_mark_range((void *)(q * r->size), (void *)(q * r->size + len));
+                    void *base = (void *)(q * r->size);
+                    uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
+                                                 r->large ? s->obj_bytes : r->size);
+                    if (len)
+                        lf_mark_range(base, (char *)base + len);
                 }
             }
         }

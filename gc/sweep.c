@@ -85,7 +85,7 @@ void lf_sweep_after_mark(bool generational)
             } else if (r->large || n == qb - qa) {
                 s->state = SPAN_SWEPT;      /* nothing to reclaim */
             } else {
-                struct class_kind *ck = &lf_class_kinds[c][s->kind];
+                struct class_kind *ck = class_kind_of(c, s->kind);
                 s->state = SPAN_UNSWEPT;
                 s->next = ck->unswept;
                 ck->unswept = s;

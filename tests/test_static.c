@@ -260,6 +260,6 @@ static int unscanned(const void *p, size_t n)
 Test(static_link, own_state_is_unscanned)
 {
     cr_assert(unscanned(lf_regions, sizeof lf_regions), "the region table is scanned");
-    cr_assert(unscanned(lf_class_kinds, sizeof lf_class_kinds), "the free-list heads are scanned");
+    cr_assert(unscanned(lf_predefined_ck, sizeof lf_predefined_ck), "the free-list heads are scanned");
     cr_assert(unscanned(&lf_hs, sizeof lf_hs), "the heap figures are scanned");
 }
