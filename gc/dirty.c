@@ -249,9 +249,9 @@ static bool clear_written(int pm, struct region *r, uint64_t lo, uint64_t hi)
 }
 
 /* Bring the protection bits up to date: pages written since the last
- * collection lose theirs.  Only chunks whose span holds old objects are
- * asked about; elsewhere the bits are dropped, so that a page counts as
- * written unless the kernel said otherwise. */
+ * collection lose theirs.  Only chunks whose span holds old or aging
+ * objects are asked about; elsewhere the bits are dropped, so that a page
+ * counts as written unless the kernel said otherwise. */
 static bool check_protections(void)
 {
     int pm = pagemap_fd();
@@ -267,7 +267,8 @@ static bool check_protections(void)
             struct span *ch = &r->spans[j];
             if (!ch->wp_pages)
                 continue;
-            if (!r->spans[span_index_of(r, r->start + (j << CHUNK_SHIFT))].old) {
+            const struct span *s = &r->spans[span_index_of(r, r->start + (j << CHUNK_SHIFT))];
+            if (!s->old && !s->aging) {
                 ch->wp_pages = 0;
                 continue;
             }
@@ -362,10 +363,11 @@ static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
 }
 
 /* Call fn(r, lo, hi) for every maximal run [lo, hi) of pages of spans
- * holding old objects whose protection bit is clear (pages written, or
- * never protected).  Runs continue across neighbouring spans, so that a
- * large old structure costs one call. */
-static bool each_unprotected_run(bool (*fn)(struct region *, uint64_t, uint64_t))
+ * holding old objects (and aging ones if aging_too) whose protection bit
+ * is clear (pages written, or never protected).  Runs continue across
+ * neighbouring spans, so that a large old structure costs one call. */
+static bool each_unprotected_run(bool (*fn)(struct region *, uint64_t, uint64_t),
+                                 bool aging_too)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
@@ -374,7 +376,7 @@ static bool each_unprotected_run(bool (*fn)(struct region *, uint64_t, uint64_t)
         uint64_t run = 0, run_end = 0;  /* the open run               */
         uint64_t seen = 0;              /* pages below were looked at */
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            if (!r->spans[j].old)
+            if (!r->spans[j].old && !(aging_too && r->spans[j].aging))
                 continue;
             uint64_t lo, hi;
             span_pages(r, j, &lo, &hi);
@@ -413,7 +415,7 @@ static bool scan_old_objects(struct region *r, uint64_t lo, uint64_t hi)
 uint64_t lf_dirty_mark_old(void)
 {
     old_bytes_queued = 0;
-    each_unprotected_run(scan_old_objects);
+    each_unprotected_run(scan_old_objects, false);
     return old_bytes_queued;
 }
 
@@ -456,12 +458,21 @@ static bool page_points_to_aging(uint64_t p)
     return false;
 }
 
-/* Whether to protect the page at p: only when every slot on it is marked,
- * old (not in an aging span) and of a scanned kind, and nothing on it
- * points into an aging span.  A page with dead or free slots will be
- * written by the sweep or by allocation anyway, and a write fault costs
- * more than scanning its old objects at the next collection, which is
- * what happens to an unprotected page. */
+/* Whether to protect the page at p: only when every slot on it is marked
+ * and of a scanned kind, and, unless the page lies wholly in aging spans,
+ * nothing on it points into an aging span.  A page with dead or free
+ * slots will be written by the sweep or by allocation anyway, and a write
+ * fault costs more than scanning its old objects at the next collection,
+ * which is what happens to an unprotected page.
+ *
+ * Pages of aging spans are protected too, although their objects are
+ * traced again by the next minor collection and so may point anywhere:
+ * protected from now on, a page that no one writes until the next
+ * collection cannot point into the spans taken in between, which are the
+ * ones aging after it.  Its objects, old by then, need neither the check
+ * below (which reads the whole page) nor a new protection.  Without this,
+ * a structure that survives a full collection cost the minor one after it
+ * a second read of all its pages. */
 static bool page_all_old(struct region *r, uint64_t p)
 {
     uint64_t qa = slot_of(r, p), qb = slot_of(r, p + PAGE_SIZE - 1) + 1;
@@ -473,10 +484,10 @@ static bool page_all_old(struct region *r, uint64_t p)
     unsigned kb = lf_chunk_map[b >> CHUNK_SHIFT];
     if (!ka || !kb || lf_kinds[ka - 1].ptrfree || lf_kinds[kb - 1].ptrfree)
         return false;
-    if (r->spans[span_index_of(r, a)].aging || r->spans[span_index_of(r, b)].aging)
-        return false;
     if (!bits_all_set(r->mark_bits, qa - r->q0, qb - r->q0))
         return false;
+    if (r->spans[span_index_of(r, a)].aging && r->spans[span_index_of(r, b)].aging)
+        return true;
     return !lf_hs.live_aging || !page_points_to_aging(p);
 }
 
@@ -516,7 +527,7 @@ void lf_dirty_protect(void)
 {
     if (!tracking)
         return;
-    if (!each_unprotected_run(protect_old_pages))
+    if (!each_unprotected_run(protect_old_pages, true))
         tracking = false;   /* old objects left unprotected: next one full */
 }
 

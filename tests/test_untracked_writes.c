@@ -326,6 +326,116 @@ Test(untracked, bad_or_foreign_arguments_are_harmless)
 }
 
 /* ------------------------------------------------------------------ */
+/* Survivors of a full collection: protected by it                      */
+
+/* A full collection leaves the objects it finds in nursery spans aging:
+ * the next minor collection traces them again.  It protects their pages
+ * all the same, so that this minor collection need not read those pages
+ * to check them before protecting them (it made the first minor
+ * collection after a large structure was built twice as long as a full
+ * one).  Stores into them must still be seen. */
+#define CHAIN_N 8192
+struct link { struct link *next; void *young; uint64_t pad[4]; };
+static struct link *volatile chain;
+
+static TU_NOINLINE void make_chain(void)
+{
+    GC_disable();
+    struct link *head = NULL;
+    for (int i = 0; i < CHAIN_N; i++) {
+        struct link *l = GC_malloc(sizeof *l);
+        cr_assert_not_null(l);
+        l->next = head;
+        l->pad[0] = tu_pattern((uint64_t)i, 0);
+        head = l;
+    }
+    chain = head;
+    GC_enable();
+}
+
+/* Pages holding the chain that the kernel reports unwritten. */
+static TU_NOINLINE int chain_pages_protected(int *pages)
+{
+    int prot = 0, n = 0;
+    uintptr_t last = 0;
+    for (struct link *l = chain; l; l = l->next) {
+        uintptr_t pg = (uintptr_t)l & ~(uintptr_t)4095;
+        if (pg == last)
+            continue;
+        last = pg;
+        n++;
+        prot += !page_written(l);
+    }
+    *pages = n;
+    return prot;
+}
+
+/* Every 64th link gets a young object, referenced from it only. */
+static TU_NOINLINE void attach_young_to_chain(uint64_t round)
+{
+    int i = 0;
+    for (struct link *l = chain; l; l = l->next, i++) {
+        if (i % 64)
+            continue;
+        char *y = GC_malloc(YOUNG_BYTES);
+        cr_assert_not_null(y);
+        tu_fill_bytes(y, YOUNG_BYTES, round * CHAIN_N + (uint64_t)i);
+        l->young = y;
+    }
+}
+
+static TU_NOINLINE int chain_intact(uint64_t round)
+{
+    int i = CHAIN_N, bad = 0;
+    for (struct link *l = chain; l; l = l->next) {
+        i--;
+        if (l->pad[0] != tu_pattern((uint64_t)i, 0))
+            bad++;
+    }
+    i = 0;
+    for (struct link *l = chain; l; l = l->next, i++) {
+        if (i % 64)
+            continue;
+        if (!lfgc_is_live(l->young) ||
+            tu_check_bytes(l->young, YOUNG_BYTES, round * CHAIN_N + (uint64_t)i) != YOUNG_BYTES)
+            bad++;
+    }
+    return bad;
+}
+
+/* Forget the chain; its first link, hidden. */
+static TU_NOINLINE GC_hidden_pointer drop_chain(void)
+{
+    struct link *l = chain;
+    while (l->next)
+        l = l->next;
+    chain = NULL;
+    return tu_hide(l);
+}
+
+Test(untracked, full_collection_protects_the_pages_of_its_survivors)
+{
+    NEED_MINOR();
+    make_old_buf();                 /* the ballast: minor collections pay */
+    make_chain();
+    tu_collect();                   /* full: the chain is aging */
+    int pages;
+    int prot = chain_pages_protected(&pages);
+    cr_assert_geq(prot, pages / 2, "%d of the %d pages of a structure that "
+                  "survived a full collection were protected", prot, pages);
+    for (uint64_t round = 1; round <= 3; round++) {
+        attach_young_to_chain(round);
+        cr_assert(collect_minor(), "round %lu: expected a minor collection",
+                  (unsigned long)round);
+        cr_assert_eq(chain_intact(round), 0, "round %lu: links or young objects "
+                     "lost by a minor collection", (unsigned long)round);
+    }
+    GC_hidden_pointer first = drop_chain();
+    tu_collect();
+    cr_assert_not(tu_live(first), "the dropped structure survived a full collection");
+}
+
+/* ------------------------------------------------------------------ */
 /* The real thing: io_uring READ_FIXED into a registered buffer          */
 
 struct ring {
