@@ -184,6 +184,24 @@ void lf_span_free(struct region *r, struct span *s)
     r->pool = s;
 }
 
+/* Give a pooled small span's pages back to the OS; the caller has taken
+ * it off the pool.  Returns the bytes it counted for in the heap. */
+static uint64_t span_release(struct region *r, struct span *s)
+{
+    uint64_t lo, hi;
+    lf_span_memory(r, span_chunk_index(r, s), &lo, &hi);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    /* Pages shared with the neighbouring spans kept their data. */
+    s->dirty = 1;
+    uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
+    lf_hs.heap_bytes -= bytes;
+    lf_hs.released_bytes += bytes;
+    s->next = r->released;
+    r->released = s;
+    return bytes;
+}
+
 void lf_release_idle_spans(bool all)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
@@ -196,19 +214,31 @@ void lf_release_idle_spans(bool all)
                 continue;
             }
             *link = s->next;
-            uint64_t lo, hi;
-            lf_span_memory(r, span_chunk_index(r, s), &lo, &hi);
-            if (hi > lo)
-                madvise((void *)lo, hi - lo, MADV_DONTNEED);
-            /* Pages shared with the neighbouring spans kept their data. */
-            s->dirty = 1;
-            uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
-            lf_hs.heap_bytes -= bytes;
-            lf_hs.released_bytes += bytes;
-            s->next = r->released;
-            r->released = s;
+            span_release(r, s);
         }
     }
+}
+
+/* The heap must grow by `bytes` past its expanded size while other
+ * classes hold pooled spans, mapped and idle: release those first, so
+ * that the room is passed from class to class instead of the heap
+ * growing or a collection running for it (the pooled memory is free
+ * space, as a free block is in bdwgc, only sized for another class).
+ * The regions are taken in turn, so that no class loses its pool
+ * every time. */
+static void pools_make_room(uint64_t bytes)
+{
+    static unsigned next_region;
+    uint64_t freed = 0;
+    for (unsigned i = 0; i < NUM_CLASSES && freed < bytes; i++) {
+        struct region *r = &lf_regions[(next_region + i) % NUM_CLASSES];
+        while (r->pool && freed < bytes) {
+            struct span *s = r->pool;
+            r->pool = s->next;
+            freed += span_release(r, s);
+        }
+    }
+    next_region = (next_region + 1) % NUM_CLASSES;
 }
 
 /* Sweep a whole span claimed under the lock (fresh spans have an empty
@@ -252,6 +282,8 @@ static unsigned max_retries(void)
  * COLLECT_NONE to go ahead. */
 static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned collections)
 {
+    if (lf_hs.heap_bytes + bytes > lf_hs.heap_target)
+        pools_make_room(lf_hs.heap_bytes + bytes - lf_hs.heap_target);
     if (lf_hs.heap_bytes + bytes <= lf_hs.heap_target)
         return COLLECT_NONE;
     /* GC_dont_expand: grow only when a collection did not help. */
