@@ -5,8 +5,9 @@
  *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots
  *      + 2 * stacks) / divisor
  * times the number of threads allocating at once (at most
- * NURSERY_THREADS_MAX), when the heap would grow past its
- * expanded size; otherwise expand it.  A larger divisor means more
+ * NURSERY_THREADS_MAX) if the collection would be minor, when the heap
+ * would grow past its expanded size; otherwise expand it (after passing
+ * it the room other classes hold pooled: alloc.c).  A larger divisor means more
  * collections and a smaller heap.  GC_INITIAL_HEAP_SIZE defers the first
  * collections, GC_MAXIMUM_HEAP_SIZE caps growth, GC_DONT_GC turns
  * collection off.
@@ -59,8 +60,10 @@ static bool collecting;
  * thread as at one thread.  T is measured, not counted: the bytes running
  * threads allocated since the last collection over the most one of them
  * did (two alike: 2; one thread and another that allocates little: about
- * 1).  The bound caps the memory this costs. */
-#define NURSERY_THREADS_MAX 4
+ * 1).  The bound caps the memory this costs, which grows with it: two
+ * threads, where the gain was measured, need no more than 2, and six
+ * alike (bdwgc's gctest) took a fifth more peak RSS at 4. */
+#define NURSERY_THREADS_MAX 2
 /* Minor collections between two full ones, at most: a backstop, as
  * promoted garbage is bounded by PROMOTE_DIV.  (16 forced a full
  * collection every 17 in programs whose old data does not change.) */
@@ -184,6 +187,8 @@ static uint64_t young_threshold(uint64_t times)
     return times * 3 * minor_traced_avg / divisor;
 }
 
+static bool want_minor(enum collect_reason why);
+
 bool lf_should_collect(void)
 {
     if (GC_dont_gc || collecting)
@@ -202,7 +207,10 @@ bool lf_should_collect(void)
     uint64_t most = AO_load(&lf_hs.max_thread_allocd);
     uint64_t caches = AO_load(&lf_hs.caches_allocd);
     uint64_t running = caches > lf_hs.exited_allocd ? caches - lf_hs.exited_allocd : 0;
-    if (most && running > most) {
+    /* Widened for a minor collection only: the structures in progress are
+     * much of what it traces.  A full one traces all the live data, in
+     * progress or not, and the rule above already weighs that. */
+    if (most && running > most && lf_dirty_enabled() && want_minor(COLLECT_ALLOCATION)) {
         if (running > NURSERY_THREADS_MAX * most)
             running = NURSERY_THREADS_MAX * most;
         threshold = (uint64_t)((unsigned __int128)threshold * running / most);

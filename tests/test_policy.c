@@ -1,14 +1,23 @@
 /* test_policy.c: when lfgc collects, grows the heap or passes room on.
  *
- * Each test runs in its own process (Criterion's default).
+ * Each test runs in its own process (Criterion's default).  Worker
+ * threads never call cr_assert; they count failures, which the test's
+ * thread reports.
  *
  * The tests:
  *   pooled_room_passes_between_classes   spans a collection emptied in one
  *                                        class make room for another, with
  *                                        no collection and no growth
+ *   four_threads_widen_no_more_than_two  allocation between collections
+ *                                        grows with the allocating threads
+ *                                        up to two, not beyond
  */
+#define GC_THREADS          /* GC_pthread_create */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* No warm-up (test_util.h): the tests need the heap of a fresh process,
@@ -117,4 +126,129 @@ Test(policy, pooled_room_passes_between_classes, .timeout = 30)
     cr_assert_eq(pr_check(), PR_B_NODES, "B's list is damaged at node %zu", pr_check());
     tu_collect();
     cr_assert_eq(pr_check(), PR_B_NODES, "B's list is damaged at node %zu", pr_check());
+}
+
+/* ------------------------------------------------------------------ */
+/* The allocating threads widen the interval up to two                  */
+
+#define TW_STEPS      400
+#define TW_STEP_BYTES (256u << 10)
+#define TW_LIVE_NODES 50000
+#define TW_MAX_THREADS 4
+
+static pthread_barrier_t tw_barrier;
+static atomic_uint tw_failures;
+
+struct tw_node {
+    struct tw_node *next;
+    uint64_t value;
+};
+
+static struct tw_node *volatile tw_live;
+
+static TU_NOINLINE void tw_build(void)
+{
+    for (uint64_t i = 0; i < TW_LIVE_NODES; i++) {
+        struct tw_node *n = GC_malloc(sizeof *n);
+        cr_assert_not_null(n);
+        n->value = i * 0x9e3779b97f4a7c15ull;
+        n->next = tw_live;
+        tw_live = n;
+    }
+}
+
+static TU_NOINLINE bool tw_intact(void)
+{
+    uint64_t i = TW_LIVE_NODES;
+    for (struct tw_node *n = tw_live; n; n = n->next)
+        if (n->value != --i * 0x9e3779b97f4a7c15ull)
+            return false;
+    return i == 0;
+}
+
+/* Garbage, in lockstep with the other workers (a barrier per step), so
+ * that each allocates in every interval between collections whatever the
+ * scheduling. */
+static void *tw_worker(void *arg)
+{
+    size_t steps = (size_t)(uintptr_t)arg;
+    for (size_t s = 0; s < steps; s++) {
+        for (size_t b = 0; b < TW_STEP_BYTES; b += 64) {
+            char *p = GC_MALLOC(64);
+            if (!p) {
+                atomic_fetch_add(&tw_failures, 1);
+                break;
+            }
+            p[0] = 1;
+        }
+        pthread_barrier_wait(&tw_barrier);
+    }
+    return NULL;
+}
+
+/* Collections while n threads share TW_STEPS steps. */
+static uint64_t tw_collections(unsigned n)
+{
+    pthread_t t[TW_MAX_THREADS];
+    if (pthread_barrier_init(&tw_barrier, NULL, n) != 0)
+        return 0;
+    GC_word before = GC_get_gc_no();
+    for (unsigned i = 0; i < n; i++)
+        if (GC_pthread_create(&t[i], NULL, tw_worker, (void *)(uintptr_t)(TW_STEPS / n)) != 0)
+            atomic_fetch_add(&tw_failures, 1);
+    for (unsigned i = 0; i < n; i++)
+        GC_pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&tw_barrier);
+    return GC_get_gc_no() - before;
+}
+
+/* The count for n threads, in a child of its own after one thread
+ * allocated as much alone, so that every count starts from the same
+ * heap.  The child checks the heap stayed bounded and the live list
+ * intact. */
+static uint64_t tw_collections_fresh(unsigned n)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        alarm(60);
+        close(fds[0]);
+        tw_collections(1);
+        uint64_t count = tw_collections(n);
+        bool ok = atomic_load(&tw_failures) == 0 && GC_get_heap_size() < ((size_t)64 << 20) &&
+                  tw_intact();
+        _exit(write(fds[1], &count, sizeof count) == sizeof count && ok ? 0 : 1);
+    }
+    close(fds[1]);
+    uint64_t count = 0;
+    ssize_t got = read(fds[0], &count, sizeof count);
+    close(fds[0]);
+    int status = 0;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == sizeof count,
+              "the child failed: heap unbounded, live data damaged or a worker "
+              "failed (status %d)", status);
+    return count;
+}
+
+/* Threads allocating at once each have structures in progress that a
+ * minor collection finds and traces: the allocation between collections
+ * grows with them, but only up to two threads' worth, as the memory it
+ * costs grows with it.  Four threads alike collect about as often as two
+ * (with a bound of four, about half as often). */
+Test(policy, four_threads_widen_no_more_than_two, .timeout = 60)
+{
+    GC_INIT();
+    tw_build();
+    uint64_t one = tw_collections_fresh(1);
+    uint64_t two = tw_collections_fresh(2);
+    uint64_t four = tw_collections_fresh(4);
+    cr_assert_gt(one, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)one);
+    cr_assert_lt(two, one, "two threads collected %lu times, one thread %lu times",
+                 (unsigned long)two, (unsigned long)one);
+    cr_assert_geq(10 * four, 8 * two, "four threads collected %lu times, two %lu times",
+                  (unsigned long)four, (unsigned long)two);
+    cr_assert(tw_intact(), "the live list was damaged");
 }
