@@ -795,6 +795,11 @@ static void kind_cache_mark(struct kind_cache *kc)
  * with a thread stopped in the middle of a pop. */
 void lf_cache_mark(struct thread_cache *tc)
 {
+    /* Refilled bytes the thread has not added to the shared count yet
+     * were allocated before this collection: they go to the total only,
+     * so that GC_get_bytes_since_gc (which adds the caller's) starts at 0. */
+    AO_fetch_and_add((volatile AO_t *)&lf_hs.total_allocd, (AO_t)tc->allocd);
+    tc->allocd = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         kind_cache_mark(&tc->k[k]);
     unsigned kinds = lf_kinds_made();

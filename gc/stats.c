@@ -141,7 +141,9 @@ LFGC_EXPORT unsigned long GC_get_full_gc_total_time(void)
 
 LFGC_EXPORT size_t GC_get_bytes_since_gc(void)
 {
-    return load(&lf_hs.allocd_since_gc);
+    /* With the calling thread's refills not yet added to the shared
+     * count (up to 64 KiB), as GC_get_total_bytes does. */
+    return load(&lf_hs.allocd_since_gc) + load(&lf_tl_cache->allocd);
 }
 
 LFGC_EXPORT size_t GC_get_total_bytes(void)

@@ -611,6 +611,24 @@ Test(api, collection_events_in_order)
 /* ------------------------------------------------------------------ */
 /* Statistics                                                          */
 
+/* In a fresh process (no warm-up): the bytes of the thread's last
+ * refills, which it adds to the shared count a few refills at a time,
+ * are counted as well. */
+Test(api_fresh, bytes_since_gc_counts_every_allocation)
+{
+    GC_INIT();
+    GC_gcollect();
+    size_t before = GC_get_bytes_since_gc();
+    GC_disable();
+    for (int i = 0; i < 1000; i++)
+        cr_assert_not_null(GC_malloc(1000));
+    GC_enable();
+    size_t since = GC_get_bytes_since_gc();
+    cr_assert_geq(since - before, 1000 * 1000, "%zu bytes since the collection after "
+                  "1000 allocations of 1000 bytes", since - before);
+    cr_assert_lt(since - before, 1100 * 1024, "%zu bytes since the collection", since - before);
+}
+
 Test(api, statistics_are_consistent)
 {
     GC_gcollect();
