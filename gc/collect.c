@@ -195,6 +195,13 @@ bool lf_should_collect(void)
         return false;
     uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
     uint64_t allocd = since > lf_hs.freed_since_gc ? since - lf_hs.freed_since_gc : 0;
+    if (lf_finalize_wants_collection(allocd))
+        return true;
+    /* Objects the last collection queued for finalization count as
+     * allocated again: they were found dead, and survive only for their
+     * finalizers (else a program that finalizes everything grows its heap
+     * by what it finalizes, collection after collection). */
+    allocd += lf_finalize_queued_bytes();
     /* Stacks count twice, as in bdwgc: they are expensive to scan. */
     uint64_t scan = 2 * lf_hs.est_ptrful + lf_hs.est_ptrfree / 4 + lf_roots_size() +
                     2 * lf_stacks_size();

@@ -57,9 +57,12 @@ struct link_entry {
  * bytes each, the key in the first word. */
 struct table {
     void *slots;
+    void *spare;                /* NULL, or as large as slots: a rebuild at
+                                   the same size reuses it (no page faults) */
     size_t cap;
     size_t used;                /* entries                                 */
     size_t gone;                /* deleted slots not yet reclaimed         */
+    size_t peak;                /* most entries since the last rebuild     */
     size_t entry;
 };
 
@@ -77,6 +80,9 @@ static LF_UNSCANNED struct {
     struct ready *queue;        /* [head, len) wait to run                 */
     size_t head, len, cap;
     size_t queued_now;          /* queued by the current collection, from len - queued_now */
+    uint64_t queued_bytes;      /* their bytes                               */
+    size_t registered_since_gc; /* new registrations since the last collection */
+    uint64_t bytes_per_finalizer;   /* GC_set_allocd_bytes_per_finalizer     */
     /* Figures of the last collection, printed with GC_PRINT_STATS. */
     size_t cleared[2];
     size_t dropped_links;
@@ -91,6 +97,7 @@ static LF_UNSCANNED struct {
 } fz = {
     .fins = { .entry = sizeof(struct fin_entry) },
     .links = { { .entry = sizeof(struct link_entry) }, { .entry = sizeof(struct link_entry) } },
+    .bytes_per_finalizer = 10000,
 };
 
 /* Set while the queue is not empty: the allocation slow path reads it
@@ -140,10 +147,14 @@ static bool table_resize(struct table *t, size_t want)
     size_t cap = 64;
     while (cap < 2 * want)
         cap *= 2;
-    void *slots = map_bytes(cap * t->entry);
-    if (!slots)
+    void *slots;
+    if (t->spare && cap == t->cap) {
+        slots = t->spare;
+        memset(slots, 0, cap * t->entry);
+    } else if (!(slots = map_bytes(cap * t->entry))) {
         return false;
-    struct table n = { slots, cap, 0, 0, t->entry };
+    }
+    struct table n = { slots, NULL, cap, 0, 0, 0, t->entry };
     for (size_t i = 0; i < t->cap; i++) {
         uintptr_t *e = slot_key(t, i);
         if (*e == KEY_EMPTY || *e == KEY_GONE)
@@ -154,8 +165,15 @@ static bool table_resize(struct table *t, size_t want)
         memcpy(slot_key(&n, j), e, t->entry);
         n.used++;
     }
-    if (t->slots)
-        munmap(t->slots, t->cap * t->entry);
+    if (t->slots && cap == t->cap) {
+        n.spare = t->slots;
+    } else {
+        if (t->slots)
+            munmap(t->slots, t->cap * t->entry);
+        if (t->spare)
+            munmap(t->spare, t->cap * t->entry);
+    }
+    n.peak = n.used;
     *t = n;
     return true;
 }
@@ -163,8 +181,7 @@ static bool table_resize(struct table *t, size_t want)
 /* A slot for a key known to be absent, or NULL without memory. */
 static uintptr_t *table_insert(struct table *t, uintptr_t key)
 {
-    if (2 * (t->used + t->gone + 1) > t->cap &&
-        !table_resize(t, t->used + 1 > t->cap / 4 ? 2 * (t->used + 1) : t->used + 1))
+    if (2 * (t->used + t->gone + 1) > t->cap && !table_resize(t, 2 * (t->used + 1)))
         return NULL;
     size_t i = hash_of(key, t->cap);
     while (*slot_key(t, i) != KEY_EMPTY && *slot_key(t, i) != KEY_GONE)
@@ -174,7 +191,8 @@ static uintptr_t *table_insert(struct table *t, uintptr_t key)
     uintptr_t *e = slot_key(t, i);
     memset(e, 0, t->entry);
     *e = key;
-    t->used++;
+    if (++t->used > t->peak)
+        t->peak = t->used;
     return e;
 }
 
@@ -189,8 +207,11 @@ static void table_delete(struct table *t, size_t i)
  * memory of a table that emptied). */
 static void table_tidy(struct table *t)
 {
-    if (t->gone > t->cap / 4 || (t->cap > 64 && t->used < t->cap / 16))
-        table_resize(t, t->used);
+    /* Collections walk every slot: a table that stays mostly empty
+     * shrinks (not one that fills up again between collections). */
+    if (t->gone > t->cap / 4 || (t->cap > 64 && t->peak < t->cap / 8))
+        table_resize(t, t->peak > t->used ? t->peak : t->used);
+    t->peak = t->used;
 }
 
 /* ------------------------------------------------------------------ */
@@ -256,6 +277,7 @@ static void register_finalizer(void *obj, GC_finalization_proc fn, void *cd,
     e->fn = fn;
     e->cd = cd;
     e->mode = mode;
+    fz.registered_since_gc++;
     if (ofn)
         *ofn = NULL;
     if (ocd)
@@ -509,7 +531,7 @@ void lf_finalize_mark_roots(void)
     if (fz.fins.used) {
         for (size_t i = 0; i < fz.fins.cap; i++) {
             struct fin_entry *e = (struct fin_entry *)slot_key(&fz.fins, i);
-            if (e->key != KEY_EMPTY && e->key != KEY_GONE)
+            if (e->key != KEY_EMPTY && e->key != KEY_GONE && lowfat_is_heap_ptr(e->cd))
                 lf_mark_push(&e->cd, &e->cd + 1);
         }
     }
@@ -649,17 +671,20 @@ static void finalizers_decide(void)
     }
     fz.len = n;
     fz.queued_now = n - first;
-    /* Ready objects are marked: they and all they reach survive until the
-     * finalizer has run (their contents were marked above). */
     for (size_t q = first; q < fz.len; q++)
-        lf_mark_object(fz.queue[q].obj);
-    lf_mark_finish();
+        fz.queued_bytes += GC_size(fz.queue[q].obj);
+    /* Ready objects are marked: they and all they reach survive until the
+     * finalizer has run (what they reach was marked above). */
+    for (size_t q = first; q < fz.len; q++)
+        lf_mark_set(fz.queue[q].obj);
 }
 
 /* With the world stopped, after marking and before the sweep. */
 void lf_finalize_after_mark(void)
 {
     fz.queued_now = 0;
+    fz.queued_bytes = 0;
+    fz.registered_since_gc = 0;
     fz.dropped_links = 0;
     fz.cleared[0] = fz.cleared[1] = 0;
     /* Weak toggle references to dead objects go first, as short links. */
@@ -669,8 +694,11 @@ void lf_finalize_after_mark(void)
     if (!fz.fins.used && !fz.links[0].used && !fz.links[1].used)
         return;
     links_disappear(0);
-    if (fz.fins.used)
+    if (fz.fins.used) {
+        lf_mark_serial(true);
         finalizers_decide();
+        lf_mark_serial(false);
+    }
     links_disappear(1);
     links_drop_dangling(0);
     links_drop_dangling(1);
@@ -698,6 +726,32 @@ void lf_finalize_after_restart(void)
                 "their objects\n",
                 fz.fins.used, fz.queued_now, fz.len - fz.head, fz.links[0].used, fz.cleared[0],
                 fz.links[1].used, fz.cleared[1], fz.dropped_links);
+}
+
+/* For the policy.  What a collection queued was dead: it counts as
+ * allocated since.  And while finalizable objects are made faster than
+ * one per bytes_per_finalizer allocated (and some were finalized last
+ * time), the heap should not grow before a collection: as in bdwgc, a
+ * program that finalizes most of what it allocates keeps a small heap. */
+uint64_t lf_finalize_queued_bytes(void)
+{
+    return fz.queued_bytes;
+}
+
+bool lf_finalize_wants_collection(uint64_t allocd)
+{
+    return fz.registered_since_gc && fz.queued_bytes && fz.bytes_per_finalizer &&
+           fz.registered_since_gc * fz.bytes_per_finalizer > allocd;
+}
+
+LFGC_EXPORT void GC_set_allocd_bytes_per_finalizer(GC_word bytes)
+{
+    fz.bytes_per_finalizer = bytes;
+}
+
+LFGC_EXPORT GC_word GC_get_allocd_bytes_per_finalizer(void)
+{
+    return fz.bytes_per_finalizer;
 }
 
 /* ------------------------------------------------------------------ */

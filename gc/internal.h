@@ -336,9 +336,11 @@ static inline void mark_clear(struct region *r, const void *p)
 void lf_uncollectables_push(void);
 /* After lf_mark_finish, for finalization (world stopped).  A pointer
  * outside the heap counts as marked. */
+void lf_mark_serial(bool on);                  /* marker 0 alone until off */
 bool lf_mark_is_set(const void *p);
 bool lf_mark_in_object(const void *p);          /* p is in an allocated slot */
 void lf_mark_object(const void *p);             /* mark it and what it reaches */
+void lf_mark_set(const void *p);                /* mark it alone           */
 void lf_mark_contents(const void *p, bool skip_self);   /* what it reaches */
 void lf_sweep_after_mark(bool generational);
 void lf_mark_clear_aging(void);
@@ -366,6 +368,8 @@ void lf_finalize_after_mark(void);      /* world stopped, marks final */
 void lf_finalize_after_restart(void);   /* lock held                  */
 void lf_finalize_due(void);             /* lock not held              */
 void lf_finalize_forget(void *p, size_t bytes);  /* GC_free, lock held */
+uint64_t lf_finalize_queued_bytes(void);   /* by the last collection      */
+bool lf_finalize_wants_collection(uint64_t allocd);   /* before growing  */
 
 /* ------------------------------------------------------------------ */
 /* Roots (roots.c)                                                     */

@@ -362,6 +362,7 @@ static bool drain_serial_budget(struct marker *m, int64_t *budget)
 
 static bool parallel_now;               /* this cycle uses several markers */
 static bool recovering;                 /* overflow recovery: marker 0 alone */
+static bool serial_only;                /* finalization: marker 0 alone      */
 static int64_t serial_budget;           /* bytes marker 0 scans before helpers join */
 
 static void go_parallel(void);
@@ -369,7 +370,7 @@ static void go_parallel(void);
 static void drain(struct marker *m)
 {
     if (!parallel_now) {
-        if (!helpers_started || recovering) {
+        if (!helpers_started || recovering || serial_only) {
             drain_serial(m);
             return;
         }
@@ -634,6 +635,13 @@ static bool object_of(const void *p, struct region **rp, uint64_t *qp)
     return true;
 }
 
+/* Finalization marks from many small objects, one at a time: waking the
+ * helpers for each would cost more than the marking. */
+void lf_mark_serial(bool on)
+{
+    serial_only = on;
+}
+
 bool lf_mark_is_set(const void *p)
 {
     struct region *r;
@@ -669,19 +677,29 @@ void lf_mark_contents(const void *p, bool skip_self)
     if (!object_of(p, &r, &q) || lf_kinds[lf_chunk_map[(q * r->size) >> CHUNK_SHIFT] - 1].ptrfree)
         return;
     uintptr_t base = q * r->size, end = object_end(base);
-    if (!skip_self) {
-        lf_mark_range((void *)base, (void *)end);
-        return;
-    }
+    uintptr_t skip = skip_self ? end - base : 0;
     struct marker *m = &markers[0];
     for (const uintptr_t *w = (const uintptr_t *)base; (uintptr_t)(w + 1) <= end; w++) {
-        if (*w - base < end - base)
+        if (*w - base < skip)
             continue;
         m->top = mark_word(m, *w, m->top, false);
         if (m->top - m->stack >= PUSH_DRAIN_DEPTH)
             drain(m);
     }
-    drain(m);
+    if (m->top != m->stack)
+        drain(m);
+}
+
+/* Set the mark of the object p points into, without scanning it: what it
+ * reaches is marked already. */
+void lf_mark_set(const void *p)
+{
+    struct region *r;
+    uint64_t q;
+    if (!object_of(p, &r, &q))
+        return;
+    uint64_t bit = q - r->q0;
+    r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
 }
 
 static bool mark_is_set(const struct region *r, uint64_t q)

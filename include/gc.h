@@ -384,6 +384,12 @@ typedef void (*GC_finalizer_notifier_proc)(void);
 GC_API GC_finalizer_notifier_proc GC_finalizer_notifier;
 GC_API void GC_set_finalizer_notifier(GC_finalizer_notifier_proc);
 GC_API GC_finalizer_notifier_proc GC_get_finalizer_notifier(void);
+/* While more finalizable objects are registered than one per this many
+ * bytes allocated since the last collection (and the last one finalized
+ * some), the heap does not grow before a collection (default 10000; 0:
+ * finalizers do not count). */
+GC_API void GC_set_allocd_bytes_per_finalizer(GC_word);
+GC_API GC_word GC_get_allocd_bytes_per_finalizer(void);
 /* Called, lock held, for each object a collection queued for finalization. */
 typedef void (*GC_await_finalize_proc)(void *obj);
 GC_API void GC_set_await_finalize_proc(GC_await_finalize_proc);

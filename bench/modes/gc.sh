@@ -119,7 +119,16 @@ mode_plan() {
         gc_case alloc alloc_rate allocs_per_s hi 50 >>"$plan"
     fi
 
-    # 6. Base of interior pointers: lowfat_base (lfgc) vs GC_base (bdwgc).
+    # 6. Finalization: finalizable objects that die young, a churning weak
+    # table of disappearing links (the finalization issue's workload).
+    gc_build finalize "$BENCH_SRCDIR/workloads/finalize.c"
+    if [ "$q" = 1 ]; then
+        gc_case finalize finalize wall_s lo 0.5 >>"$plan"
+    else
+        gc_case finalize finalize wall_s lo 2 >>"$plan"
+    fi
+
+    # 7. Base of interior pointers: lowfat_base (lfgc) vs GC_base (bdwgc).
     gc_build base "$BENCH_SRCDIR/workloads/base.c"
     gc_case base base ns_per_call lo 10 >>"$plan"
 }
