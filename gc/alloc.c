@@ -151,6 +151,7 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
         lf_blacklist_horizon(r);
     }
     lf_hs.heap_bytes += bytes;
+    lf_heap_resized(lf_hs.heap_bytes);
     span_take(r, s, kind);
     return s;
 }

@@ -395,7 +395,10 @@ static void message(bool to_proc, const char *fmt, uintptr_t arg)
     } else {
         char buf[512];
         format_message(buf, sizeof buf, fmt, arg);
-        fputs(buf, stderr);
+        if (lf_log_fd == 2)
+            fputs(buf, stderr);
+        else
+            (void)!write(lf_log_fd, buf, strlen(buf));
     }
     nocancel_end(cancel);
 }

@@ -310,6 +310,12 @@ void *lf_oom(size_t bytes);
  * is written at once with write(2) and the warn proc's calls wait in a
  * fixed queue until lf_messages_flush (after the world restarts). */
 void lf_warn(const char *fmt, uintptr_t arg);
+/* compat.c: abort through the program's GC_set_abort_func function; the
+ * descriptor GC_set_log_fd chose for lf_log and GC_dump (2 by default);
+ * GC_set_on_heap_resize's callback, called with the lock held. */
+void lf_abort(const char *msg) __attribute__((noreturn));
+extern int lf_log_fd;
+void lf_heap_resized(uint64_t heap_bytes);
 void lf_log(const char *fmt, uintptr_t arg);
 void lf_messages_flush(void);
 

@@ -212,7 +212,7 @@ LFGC_EXPORT void GC_dump(void)
 {
     lf_ensure_init();
     lock();
-    fprintf(stderr, "lfgc heap: %llu KiB in use or pooled, %llu KiB released, "
+    dprintf(lf_log_fd, "lfgc heap: %llu KiB in use or pooled, %llu KiB released, "
             "%llu KiB live after collection %lu\n",
             (unsigned long long)(lf_hs.heap_bytes >> 10),
             (unsigned long long)(lf_hs.released_bytes >> 10),
@@ -231,7 +231,7 @@ LFGC_EXPORT void GC_dump(void)
             pooled++;
         for (struct span *s = r->released; s; s = s->next)
             pooled++;
-        fprintf(stderr, "  class %2u (%llu bytes) at %p: %llu spans in use "
+        dprintf(lf_log_fd, "  class %2u (%llu bytes) at %p: %llu spans in use "
                 "(%llu unswept), %llu pooled\n", c,
                 (unsigned long long)r->size, (void *)r->start,
                 (unsigned long long)in_use, (unsigned long long)unswept,

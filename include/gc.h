@@ -564,25 +564,248 @@ GC_API void *GC_dlopen(const char *path, int mode);
 #endif
 
 /* ------------------------------------------------------------------ */
-/* bdwgc's upper-case macros.  GC_DEBUG selects the same calls: lfgc has
- * no separate debugging allocator.                                     */
+/* The rest of bdwgc 8.2's gc.h (docs/compatibility.md gives each
+ * call's status in lfgc).                                              */
 
-#define GC_MALLOC(sz)                   GC_malloc(sz)
-#define GC_MALLOC_ATOMIC(sz)            GC_malloc_atomic(sz)
-#define GC_MALLOC_UNCOLLECTABLE(sz)     GC_malloc_uncollectable(sz)
-#define GC_MALLOC_ATOMIC_UNCOLLECTABLE(sz) GC_malloc_atomic_uncollectable(sz)
-#define GC_MALLOC_IGNORE_OFF_PAGE(sz)   GC_malloc_ignore_off_page(sz)
-#define GC_MALLOC_ATOMIC_IGNORE_OFF_PAGE(sz) GC_malloc_atomic_ignore_off_page(sz)
-#define GC_REALLOC(p, sz)               GC_realloc(p, sz)
-#define GC_FREE(p)                      GC_free(p)
-#define GC_STRDUP(s)                    GC_strdup(s)
-#define GC_STRNDUP(s, n)                GC_strndup(s, n)
+/* Settings bdwgc's own policy reads: stored and returned, not used by
+ * lfgc's (full-collection frequency, incremental rate, ...). */
+GC_API void GC_set_full_freq(int);
+GC_API int GC_get_full_freq(void);
+GC_API void GC_set_dont_precollect(int);
+GC_API int GC_get_dont_precollect(void);
+GC_API void GC_set_non_gc_bytes(GC_word);
+GC_API GC_word GC_get_non_gc_bytes(void);
+GC_API void GC_set_allocd_bytes_per_finalizer(GC_word);
+GC_API GC_word GC_get_allocd_bytes_per_finalizer(void);
+GC_API void GC_set_max_prior_attempts(int);
+GC_API int GC_get_max_prior_attempts(void);
+GC_API void GC_set_min_bytes_allocd(size_t);
+GC_API size_t GC_get_min_bytes_allocd(void);
+GC_API void GC_set_rate(int);
+GC_API int GC_get_rate(void);
+GC_API void GC_set_disable_automatic_collection(int);
+GC_API int GC_get_disable_automatic_collection(void);
+struct GC_timeval_s {
+    unsigned long tv_ms;     /* milliseconds                             */
+    unsigned long tv_nsec;   /* and nanoseconds (< 1000000)              */
+};
+GC_API void GC_set_time_limit_tv(struct GC_timeval_s);
+GC_API struct GC_timeval_s GC_get_time_limit_tv(void);
+/* The heap is never executable: GC_set_pages_executable(1) warns, and
+ * the getter returns 0. */
+GC_API void GC_set_pages_executable(int);
+GC_API int GC_get_pages_executable(void);
+/* lfgc's write tracking protects no page: returns GC_PROTECTS_NONE. */
+#define GC_PROTECTS_NONE 0
+#define GC_PROTECTS_POINTER_HEAP 1
+#define GC_PROTECTS_PTRFREE_HEAP 2
+#define GC_PROTECTS_STATIC_DATA 4
+#define GC_PROTECTS_STACK 8
+GC_API int GC_incremental_protection_needs(void);
+/* No-ops: lfgc's collections are not incremental, it always measures
+ * collection time, and GC_init acquires nothing to give back. */
+GC_API void GC_start_incremental_collection(void);
+GC_API void GC_start_performance_measurement(void);
+GC_API void GC_deinit(void);
+
+/* The size lfgc gives a request of i bytes (0 <= i <= 2048), -1 past. */
+GC_API size_t GC_get_size_map_at(int i);
+/* Address space mapped for the heap, in bytes. */
+GC_API size_t GC_get_obtained_from_os_bytes(void);
+/* bdwgc's statistics structure; GC_get_prof_stats fills the first size
+ * bytes of *out (fields it lacks with -1) and returns how many it filled.
+ * bytes_reclaimed_since_gc is what the last collection found dead;
+ * reclaimed_bytes_before_gc is 0. */
+struct GC_prof_stats_s {
+    GC_word heapsize_full;
+    GC_word free_bytes_full;
+    GC_word unmapped_bytes;
+    GC_word bytes_allocd_since_gc;
+    GC_word allocd_bytes_before_gc;
+    GC_word non_gc_bytes;
+    GC_word gc_no;
+    GC_word markers_m1;
+    GC_word bytes_reclaimed_since_gc;
+    GC_word reclaimed_bytes_before_gc;
+    GC_word expl_freed_bytes_since_gc;
+    GC_word obtained_from_os_bytes;
+};
+GC_API size_t GC_get_prof_stats(struct GC_prof_stats_s *out, size_t size);
+GC_API size_t GC_get_prof_stats_unsafe(struct GC_prof_stats_s *out, size_t size);
+
+/* Called with the lock held, with the new heap size, whenever the heap
+ * grows (lfgc does not call it when it returns memory).  Must not
+ * allocate. */
+typedef void (*GC_on_heap_resize_proc)(GC_word new_size);
+GC_API GC_on_heap_resize_proc GC_on_heap_resize;
+GC_API void GC_set_on_heap_resize(GC_on_heap_resize_proc);
+GC_API GC_on_heap_resize_proc GC_get_on_heap_resize(void);
+
+/* Called with a message before lfgc aborts (msg NULL before exit(1));
+ * the default prints it on stderr.  NULL is refused. */
+typedef void (*GC_abort_func)(const char *msg);
+GC_API void GC_set_abort_func(GC_abort_func);
+GC_API GC_abort_func GC_get_abort_func(void);
+/* Print "Insufficient memory for the allocation" through the abort
+ * function, and abort: an out-of-memory handler for GC_set_oom_fn's
+ * callers that want to stop. */
+GC_API void GC_abort_on_oom(void) __attribute__((noreturn));
+/* File descriptor of lfgc's log (GC_PRINT_STATS, GC_dump); 2 by
+ * default.  Warnings still go to the warn proc. */
+GC_API void GC_set_log_fd(int fd);
+/* GC_dump preceded by a line naming the dump; GC_dump_regions is
+ * GC_dump (lfgc's regions are its heap sections); GC_dump_finalization
+ * prints one line (the tables' sizes come with GC_PRINT_STATS). */
+GC_API void GC_dump_named(const char *name);
+GC_API void GC_dump_regions(void);
+GC_API void GC_dump_finalization(void);
+
+/* Pointer checks, bdwgc's GC_DEBUG forms of GC_PTR_ADD, GC_PRE_INCR,
+ * GC_POST_INCR and GC_PTR_STORE.  Each returns its argument; on failure
+ * it first calls the print proc, whose default prints and aborts.
+ *   GC_same_obj(p, q): p lies in the object q points into (one past the
+ *     end included), or both are outside the heap;
+ *   GC_is_valid_displacement(p): p is outside the heap or points into an
+ *     object in use (every offset keeps an object in lfgc);
+ *   GC_is_visible(p): the collector scans the word at p: a heap word of a
+ *     scanned object; any address outside the heap passes unchecked.
+ * GC_pre_incr/GC_post_incr add how_much to *p after GC_same_obj's check
+ * and return the new or the old value. */
+GC_API void *GC_same_obj(void *p, void *q);
+GC_API void *GC_pre_incr(void **p, ptrdiff_t how_much);
+GC_API void *GC_post_incr(void **p, ptrdiff_t how_much);
+GC_API void *GC_is_valid_displacement(void *p);
+GC_API void *GC_is_visible(void *p);
+GC_API void (*GC_same_obj_print_proc)(void *p, void *q);
+GC_API void (*GC_is_valid_displacement_print_proc)(void *p);
+GC_API void (*GC_is_visible_print_proc)(void *p);
+
+/* ------------------------------------------------------------------ */
+/* The debugging allocator.  lfgc keeps no debugging header: each call
+ * does what the plain call does (file and line are accepted and not
+ * kept), so objects from either family may be freed, reallocated or
+ * registered with the other.  GC_debug_header_size is 0.               */
+
+#define GC_EXTRAS                       __FILE__, __LINE__
+#define GC_EXTRA_PARAMS                 const char *s, int i
+GC_API void *GC_debug_malloc(size_t, GC_EXTRA_PARAMS) __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_debug_malloc_atomic(size_t, GC_EXTRA_PARAMS) __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_debug_malloc_uncollectable(size_t, GC_EXTRA_PARAMS)
+    __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_debug_malloc_atomic_uncollectable(size_t, GC_EXTRA_PARAMS)
+    __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_debug_malloc_ignore_off_page(size_t, GC_EXTRA_PARAMS)
+    __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_debug_malloc_atomic_ignore_off_page(size_t, GC_EXTRA_PARAMS)
+    __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_debug_malloc_stubborn(size_t, GC_EXTRA_PARAMS) __attribute__((malloc, alloc_size(1)));
+GC_API char *GC_debug_strdup(const char *, GC_EXTRA_PARAMS) __attribute__((malloc));
+GC_API char *GC_debug_strndup(const char *, size_t, GC_EXTRA_PARAMS) __attribute__((malloc));
+GC_API void GC_debug_free(void *);
+GC_API void *GC_debug_realloc(void *, size_t, GC_EXTRA_PARAMS) __attribute__((alloc_size(2)));
+GC_API void GC_debug_change_stubborn(const void *);
+GC_API void GC_debug_end_stubborn_change(const void *);
+GC_API void GC_debug_ptr_store_and_dirty(void *p, const void *q);
+GC_API void *GC_debug_malloc_replacement(size_t) __attribute__((malloc, alloc_size(1)));
+GC_API void *GC_debug_realloc_replacement(void *, size_t) __attribute__((alloc_size(2)));
+GC_API void GC_debug_register_displacement(size_t);
+GC_API void GC_debug_register_finalizer(void *obj, GC_finalization_proc fn, void *cd,
+                                        GC_finalization_proc *ofn, void **ocd);
+GC_API void GC_debug_register_finalizer_ignore_self(void *obj, GC_finalization_proc fn,
+                                                    void *cd, GC_finalization_proc *ofn,
+                                                    void **ocd);
+GC_API void GC_debug_register_finalizer_no_order(void *obj, GC_finalization_proc fn, void *cd,
+                                                 GC_finalization_proc *ofn, void **ocd);
+GC_API void GC_debug_register_finalizer_unreachable(void *obj, GC_finalization_proc fn,
+                                                    void *cd, GC_finalization_proc *ofn,
+                                                    void **ocd);
+GC_API const size_t GC_debug_header_size;
+GC_API size_t GC_get_debug_header_size(void);
+
+/* ------------------------------------------------------------------ */
+/* bdwgc's upper-case macros: under GC_DEBUG (GC_DEBUG_REPLACEMENT for
+ * GC_MALLOC and GC_REALLOC) they name the debugging calls, as in bdwgc. */
+
+#if defined(GC_DEBUG_REPLACEMENT)
+# define GC_MALLOC(sz)                  GC_debug_malloc_replacement(sz)
+# define GC_REALLOC(p, sz)              GC_debug_realloc_replacement(p, sz)
+#elif defined(GC_DEBUG)
+# define GC_MALLOC(sz)                  GC_debug_malloc(sz, GC_EXTRAS)
+# define GC_REALLOC(p, sz)              GC_debug_realloc(p, sz, GC_EXTRAS)
+#else
+# define GC_MALLOC(sz)                  GC_malloc(sz)
+# define GC_REALLOC(p, sz)              GC_realloc(p, sz)
+#endif
+#ifdef GC_DEBUG
+# define GC_MALLOC_ATOMIC(sz)           GC_debug_malloc_atomic(sz, GC_EXTRAS)
+# define GC_MALLOC_UNCOLLECTABLE(sz)    GC_debug_malloc_uncollectable(sz, GC_EXTRAS)
+# define GC_MALLOC_ATOMIC_UNCOLLECTABLE(sz) GC_debug_malloc_atomic_uncollectable(sz, GC_EXTRAS)
+# define GC_MALLOC_IGNORE_OFF_PAGE(sz)  GC_debug_malloc_ignore_off_page(sz, GC_EXTRAS)
+# define GC_MALLOC_ATOMIC_IGNORE_OFF_PAGE(sz) \
+    GC_debug_malloc_atomic_ignore_off_page(sz, GC_EXTRAS)
+# define GC_FREE(p)                     GC_debug_free(p)
+# define GC_STRDUP(s)                   GC_debug_strdup(s, GC_EXTRAS)
+# define GC_STRNDUP(s, n)               GC_debug_strndup(s, n, GC_EXTRAS)
+# define GC_REGISTER_FINALIZER(p, f, d, of, od) \
+    GC_debug_register_finalizer(p, f, d, of, od)
+# define GC_REGISTER_FINALIZER_IGNORE_SELF(p, f, d, of, od) \
+    GC_debug_register_finalizer_ignore_self(p, f, d, of, od)
+# define GC_REGISTER_FINALIZER_NO_ORDER(p, f, d, of, od) \
+    GC_debug_register_finalizer_no_order(p, f, d, of, od)
+# define GC_REGISTER_FINALIZER_UNREACHABLE(p, f, d, of, od) \
+    GC_debug_register_finalizer_unreachable(p, f, d, of, od)
+# define GC_END_STUBBORN_CHANGE(p)      GC_debug_end_stubborn_change(p)
+# define GC_PTR_STORE_AND_DIRTY(p, q)   GC_debug_ptr_store_and_dirty(p, q)
+# define GC_GENERAL_REGISTER_DISAPPEARING_LINK(link, obj) \
+    GC_general_register_disappearing_link(link, GC_base((void *)(obj)))
+# define GC_REGISTER_LONG_LINK(link, obj) \
+    GC_register_long_link(link, GC_base((void *)(obj)))
+# define GC_REGISTER_DISPLACEMENT(n)    GC_debug_register_displacement(n)
+# define GC_PTR_ADD3(x, n, type_of_result) \
+    ((type_of_result)GC_same_obj((x) + (n), (x)))
+# define GC_PRE_INCR3(x, n, type_of_result) \
+    ((type_of_result)GC_pre_incr((void **)(&(x)), (n) * sizeof(*(x))))
+# define GC_POST_INCR3(x, n, type_of_result) \
+    ((type_of_result)GC_post_incr((void **)(&(x)), (n) * sizeof(*(x))))
+# define GC_PTR_ADD(x, n)               GC_PTR_ADD3(x, n, __typeof__(x))
+# define GC_PRE_INCR(x, n)              GC_PRE_INCR3(x, n, __typeof__(x))
+# define GC_POST_INCR(x)                GC_POST_INCR3(x, 1, __typeof__(x))
+# define GC_POST_DECR(x)                GC_POST_INCR3(x, -1, __typeof__(x))
+# define GC_PTR_STORE(p, q) \
+    (*(void **)GC_is_visible((void *)(p)) = GC_is_valid_displacement((void *)(q)))
+#else
+# define GC_MALLOC_ATOMIC(sz)           GC_malloc_atomic(sz)
+# define GC_MALLOC_UNCOLLECTABLE(sz)    GC_malloc_uncollectable(sz)
+# define GC_MALLOC_ATOMIC_UNCOLLECTABLE(sz) GC_malloc_atomic_uncollectable(sz)
+# define GC_MALLOC_IGNORE_OFF_PAGE(sz)  GC_malloc_ignore_off_page(sz)
+# define GC_MALLOC_ATOMIC_IGNORE_OFF_PAGE(sz) GC_malloc_atomic_ignore_off_page(sz)
+# define GC_FREE(p)                     GC_free(p)
+# define GC_STRDUP(s)                   GC_strdup(s)
+# define GC_STRNDUP(s, n)               GC_strndup(s, n)
+# define GC_REGISTER_FINALIZER(p, f, d, of, od) GC_register_finalizer(p, f, d, of, od)
+# define GC_REGISTER_FINALIZER_IGNORE_SELF(p, f, d, of, od) \
+    GC_register_finalizer_ignore_self(p, f, d, of, od)
+# define GC_REGISTER_FINALIZER_NO_ORDER(p, f, d, of, od) \
+    GC_register_finalizer_no_order(p, f, d, of, od)
+# define GC_REGISTER_FINALIZER_UNREACHABLE(p, f, d, of, od) \
+    GC_register_finalizer_unreachable(p, f, d, of, od)
+# define GC_END_STUBBORN_CHANGE(p)      GC_end_stubborn_change(p)
+# define GC_PTR_STORE_AND_DIRTY(p, q)   GC_ptr_store_and_dirty(p, q)
+# define GC_GENERAL_REGISTER_DISAPPEARING_LINK(link, obj) \
+    GC_general_register_disappearing_link(link, obj)
+# define GC_REGISTER_LONG_LINK(link, obj) GC_register_long_link(link, obj)
+# define GC_REGISTER_DISPLACEMENT(n)    GC_register_displacement(n)
+# define GC_PTR_ADD(x, n)               ((x) + (n))
+# define GC_PRE_INCR(x, n)              ((x) += (n))
+# define GC_POST_INCR(x)                ((x)++)
+# define GC_POST_DECR(x)                ((x)--)
+# define GC_PTR_STORE(p, q)             (*(void **)(p) = (void *)(q))
+#endif
 #define GC_MEMALIGN(a, sz)              GC_memalign(a, sz)
 #define GC_POSIX_MEMALIGN(p, a, sz)     GC_posix_memalign(p, a, sz)
 #define GC_NEW(t)                       ((t *)GC_MALLOC(sizeof(t)))
 #define GC_NEW_ATOMIC(t)                ((t *)GC_MALLOC_ATOMIC(sizeof(t)))
 #define GC_NEW_UNCOLLECTABLE(t)         ((t *)GC_MALLOC_UNCOLLECTABLE(sizeof(t)))
-#define GC_REGISTER_DISPLACEMENT(n)     GC_register_displacement(n)
 /* Stubborn objects are gone from bdwgc 8; these remain as there (no
  * effect). */
 #define GC_MALLOC_STUBBORN(sz)          GC_MALLOC(sz)
@@ -600,9 +823,6 @@ GC_API void GC_change_stubborn(const void *p);
  * ignored.  GC_ptr_store_and_dirty(p, q) stores q at p, then counts the
  * page of p as written and keeps q reachable up to there.  Both are
  * lock-free, for registered threads. */
-#define GC_END_STUBBORN_CHANGE(p)       GC_end_stubborn_change(p)
-#define GC_PTR_STORE(p, q)              (*(void **)(p) = (void *)(q))
-#define GC_PTR_STORE_AND_DIRTY(p, q)    GC_ptr_store_and_dirty(p, q)
 GC_API void GC_end_stubborn_change(const void *p);
 GC_API void GC_ptr_store_and_dirty(void *p, const void *q);
 /* bdwgc's switch to its manual dirty bits: stored and returned.  lfgc
@@ -610,7 +830,6 @@ GC_API void GC_ptr_store_and_dirty(void *p, const void *q);
  * changes nothing. */
 GC_API void GC_set_manual_vdb_allowed(int);
 GC_API int GC_get_manual_vdb_allowed(void);
-#define GC_EXTRAS                       __FILE__, __LINE__
 
 #ifdef __cplusplus
 }

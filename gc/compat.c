@@ -1,0 +1,529 @@
+/* compat.c: the rest of bdwgc 8.2's public interface, for programs built
+ * against it (docs/compatibility.md lists every call and its status).
+ *
+ * - The debugging allocator (GC_debug_*, what the macros become under
+ *   GC_DEBUG): lfgc has no object headers to check, so these forward to
+ *   the plain calls; GC_debug_free and GC_debug_realloc therefore accept
+ *   exactly what GC_debug_malloc returned, and the plain calls do too.
+ * - Settings bdwgc keeps for its own policy (full-collection frequency,
+ *   incremental rate, ...): stored and returned; lfgc's policy does not
+ *   read them (docs/compatibility.md says what it does instead).
+ * - Pointer checks (GC_same_obj, GC_is_visible, ...), statistics,
+ *   callbacks, logging. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* ------------------------------------------------------------------ */
+/* Debugging allocator: forwards (GC_EXTRAS is __FILE__, __LINE__ on
+ * x86_64 Linux, as in bdwgc there).                                    */
+
+#define LF_DEBUG_PARAMS const char *file, int line
+#define LF_UNUSED_EXTRAS() ((void)file, (void)line)
+
+LFGC_EXPORT const size_t GC_debug_header_size = 0;
+
+LFGC_EXPORT size_t GC_get_debug_header_size(void)
+{
+    return 0;
+}
+
+LFGC_EXPORT void *GC_debug_malloc(size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_malloc(n);
+}
+
+LFGC_EXPORT void *GC_debug_malloc_atomic(size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_malloc_atomic(n);
+}
+
+LFGC_EXPORT void *GC_debug_malloc_uncollectable(size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_malloc_uncollectable(n);
+}
+
+LFGC_EXPORT void *GC_debug_malloc_atomic_uncollectable(size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_malloc_atomic_uncollectable(n);
+}
+
+LFGC_EXPORT void *GC_debug_malloc_ignore_off_page(size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_malloc_ignore_off_page(n);
+}
+
+LFGC_EXPORT void *GC_debug_malloc_atomic_ignore_off_page(size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_malloc_atomic_ignore_off_page(n);
+}
+
+LFGC_EXPORT void *GC_debug_malloc_stubborn(size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_malloc(n);
+}
+
+LFGC_EXPORT char *GC_debug_strdup(const char *s, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_strdup(s);
+}
+
+LFGC_EXPORT char *GC_debug_strndup(const char *s, size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_strndup(s, n);
+}
+
+LFGC_EXPORT void GC_debug_free(void *p)
+{
+    GC_free(p);
+}
+
+LFGC_EXPORT void *GC_debug_realloc(void *p, size_t n, LF_DEBUG_PARAMS)
+{
+    LF_UNUSED_EXTRAS();
+    return GC_realloc(p, n);
+}
+
+LFGC_EXPORT void GC_debug_change_stubborn(const void *p)
+{
+    GC_change_stubborn(p);
+}
+
+LFGC_EXPORT void GC_debug_end_stubborn_change(const void *p)
+{
+    GC_end_stubborn_change(p);
+}
+
+LFGC_EXPORT void GC_debug_ptr_store_and_dirty(void *p, const void *q)
+{
+    GC_ptr_store_and_dirty(p, q);
+}
+
+/* bdwgc's malloc/realloc replacements under GC_DEBUG_REPLACEMENT: they
+ * record no caller here either. */
+LFGC_EXPORT void *GC_debug_malloc_replacement(size_t n)
+{
+    return GC_malloc(n);
+}
+
+LFGC_EXPORT void *GC_debug_realloc_replacement(void *p, size_t n)
+{
+    return GC_realloc(p, n);
+}
+
+LFGC_EXPORT void GC_debug_register_displacement(size_t offset)
+{
+    GC_register_displacement(offset);
+}
+
+LFGC_EXPORT void GC_debug_register_finalizer(void *obj, GC_finalization_proc fn, void *cd,
+                                             GC_finalization_proc *ofn, void **ocd)
+{
+    GC_register_finalizer(obj, fn, cd, ofn, ocd);
+}
+
+LFGC_EXPORT void GC_debug_register_finalizer_ignore_self(void *obj, GC_finalization_proc fn,
+                                                         void *cd, GC_finalization_proc *ofn,
+                                                         void **ocd)
+{
+    GC_register_finalizer_ignore_self(obj, fn, cd, ofn, ocd);
+}
+
+LFGC_EXPORT void GC_debug_register_finalizer_no_order(void *obj, GC_finalization_proc fn,
+                                                      void *cd, GC_finalization_proc *ofn,
+                                                      void **ocd)
+{
+    GC_register_finalizer_no_order(obj, fn, cd, ofn, ocd);
+}
+
+LFGC_EXPORT void GC_debug_register_finalizer_unreachable(void *obj, GC_finalization_proc fn,
+                                                         void *cd, GC_finalization_proc *ofn,
+                                                         void **ocd)
+{
+    GC_register_finalizer_unreachable(obj, fn, cd, ofn, ocd);
+}
+
+/* ------------------------------------------------------------------ */
+/* Settings stored for bdwgc's policy.  Plain loads and stores: bdwgc
+ * does not synchronise them either.                                    */
+
+static GC_word allocd_bytes_per_finalizer = 10000;
+static int max_prior_attempts = 1;
+static size_t min_bytes_allocd = 1;
+static int rate = 10;
+static int disable_automatic_collection;
+static unsigned long time_limit_nsec;
+
+LFGC_EXPORT void GC_set_allocd_bytes_per_finalizer(GC_word v) { allocd_bytes_per_finalizer = v; }
+LFGC_EXPORT GC_word GC_get_allocd_bytes_per_finalizer(void) { return allocd_bytes_per_finalizer; }
+LFGC_EXPORT void GC_set_max_prior_attempts(int v) { max_prior_attempts = v; }
+LFGC_EXPORT int GC_get_max_prior_attempts(void) { return max_prior_attempts; }
+LFGC_EXPORT void GC_set_min_bytes_allocd(size_t v) { min_bytes_allocd = v; }
+LFGC_EXPORT size_t GC_get_min_bytes_allocd(void) { return min_bytes_allocd; }
+LFGC_EXPORT void GC_set_rate(int v) { rate = v; }
+LFGC_EXPORT int GC_get_rate(void) { return rate; }
+LFGC_EXPORT void GC_set_full_freq(int v) { GC_full_freq = v; }
+LFGC_EXPORT int GC_get_full_freq(void) { return GC_full_freq; }
+LFGC_EXPORT void GC_set_dont_precollect(int v) { GC_dont_precollect = v; }
+LFGC_EXPORT int GC_get_dont_precollect(void) { return GC_dont_precollect; }
+LFGC_EXPORT void GC_set_non_gc_bytes(GC_word v) { GC_non_gc_bytes = v; }
+LFGC_EXPORT GC_word GC_get_non_gc_bytes(void) { return GC_non_gc_bytes; }
+
+/* bdwgc's switch leaves only explicit collections: lfgc's nearest is
+ * GC_dont_gc, which also stops GC_gcollect, so the flag is only kept
+ * (docs/compatibility.md). */
+LFGC_EXPORT void GC_set_disable_automatic_collection(int v)
+{
+    lock();
+    disable_automatic_collection = v;
+    unlock();
+}
+
+LFGC_EXPORT int GC_get_disable_automatic_collection(void)
+{
+    lock();
+    int v = disable_automatic_collection;
+    unlock();
+    return v;
+}
+
+LFGC_EXPORT void GC_set_time_limit_tv(struct GC_timeval_s tv)
+{
+    GC_time_limit = tv.tv_ms;
+    time_limit_nsec = tv.tv_nsec;
+}
+
+LFGC_EXPORT struct GC_timeval_s GC_get_time_limit_tv(void)
+{
+    struct GC_timeval_s tv = { GC_time_limit, time_limit_nsec };
+    return tv;
+}
+
+/* lfgc never maps its heap executable: a program that needs executable
+ * heap objects is told so rather than given a heap that faults. */
+LFGC_EXPORT void GC_set_pages_executable(int v)
+{
+    if (v)
+        lf_warn("GC Warning: GC_set_pages_executable(%p): lfgc's heap is never "
+                "executable\n", (uintptr_t)v);
+}
+
+LFGC_EXPORT int GC_get_pages_executable(void)
+{
+    return 0;
+}
+
+/* lfgc's write tracking (the kernel's soft-dirty bits) protects no page. */
+LFGC_EXPORT int GC_incremental_protection_needs(void)
+{
+    return 0;   /* GC_PROTECTS_NONE */
+}
+
+/* Collections are not incremental in lfgc: nothing to start (bdwgc's
+ * call is a no-op outside incremental mode too). */
+LFGC_EXPORT void GC_start_incremental_collection(void)
+{
+}
+
+/* lfgc always measures collection time (GC_get_full_gc_total_time). */
+LFGC_EXPORT void GC_start_performance_measurement(void)
+{
+}
+
+/* bdwgc frees what GC_init acquired on some targets; on Linux, neither
+ * it nor lfgc has anything to give back before exit. */
+LFGC_EXPORT void GC_deinit(void)
+{
+}
+
+/* ------------------------------------------------------------------ */
+/* Sizes and statistics                                                 */
+
+LFGC_EXPORT size_t GC_get_size_map_at(int i)
+{
+    /* bdwgc's table covers its small objects, up to 2048 bytes. */
+    if (i < 0 || i > 2048)
+        return (size_t)-1;
+    uint64_t c = lf_class_of_size((size_t)i + lf_extra_bytes);
+    return c < NUM_CLASSES ? (size_t)lf_regions[c].size : (size_t)-1;
+}
+
+LFGC_EXPORT size_t GC_get_obtained_from_os_bytes(void)
+{
+    return GC_get_heap_size() + GC_get_unmapped_bytes();
+}
+
+static size_t fill_prof_stats(struct GC_prof_stats_s *out, size_t size)
+{
+    struct GC_prof_stats_s s;
+    GC_word heap, free_b, unmapped, since, total;
+    GC_get_heap_usage_safe(&heap, &free_b, &unmapped, &since, &total);
+    s.heapsize_full = heap + unmapped;
+    s.free_bytes_full = free_b + unmapped;
+    s.unmapped_bytes = unmapped;
+    s.bytes_allocd_since_gc = since;
+    s.allocd_bytes_before_gc = total - since;
+    s.non_gc_bytes = GC_non_gc_bytes;
+    s.gc_no = GC_get_gc_no();
+    s.markers_m1 = (GC_word)GC_get_parallel();
+    /* lfgc counts what the last collection found dead, not what the
+     * lazy sweep has reclaimed so far, nor a total before it. */
+    struct lfgc_stats st;
+    lfgc_get_stats(&st);
+    s.bytes_reclaimed_since_gc = st.reclaimed_bytes;
+    s.reclaimed_bytes_before_gc = 0;
+    s.expl_freed_bytes_since_gc = GC_get_expl_freed_bytes_since_gc();
+    s.obtained_from_os_bytes = heap + unmapped;
+    /* As bdwgc: fill what the caller's structure has room for, -1 past
+     * ours, and say how much is ours. */
+    if (size <= sizeof s) {
+        memcpy(out, &s, size);
+        return size;
+    }
+    memcpy(out, &s, sizeof s);
+    memset((char *)out + sizeof s, 0xff, size - sizeof s);
+    return sizeof s;
+}
+
+LFGC_EXPORT size_t GC_get_prof_stats(struct GC_prof_stats_s *out, size_t size)
+{
+    return fill_prof_stats(out, size);
+}
+
+LFGC_EXPORT size_t GC_get_prof_stats_unsafe(struct GC_prof_stats_s *out, size_t size)
+{
+    return fill_prof_stats(out, size);
+}
+
+/* ------------------------------------------------------------------ */
+/* Heap growth callback                                                 */
+
+LFGC_EXPORT GC_on_heap_resize_proc GC_on_heap_resize;
+
+LFGC_EXPORT void GC_set_on_heap_resize(GC_on_heap_resize_proc fn)
+{
+    lock();
+    GC_on_heap_resize = fn;
+    unlock();
+}
+
+LFGC_EXPORT GC_on_heap_resize_proc GC_get_on_heap_resize(void)
+{
+    lock();
+    GC_on_heap_resize_proc fn = GC_on_heap_resize;
+    unlock();
+    return fn;
+}
+
+void lf_heap_resized(uint64_t heap_bytes)
+{
+    GC_on_heap_resize_proc fn = GC_on_heap_resize;
+    if (fn)
+        fn((GC_word)heap_bytes);
+}
+
+/* ------------------------------------------------------------------ */
+/* Aborts and the log                                                    */
+
+static void default_abort_func(const char *msg)
+{
+    if (msg) {
+        (void)!write(2, msg, strlen(msg));
+        (void)!write(2, "\n", 1);
+    }
+}
+
+static GC_abort_func abort_func = default_abort_func;
+
+LFGC_EXPORT void GC_set_abort_func(GC_abort_func fn)
+{
+    if (!fn) {
+        lf_warn("GC Warning: GC_set_abort_func(NULL) ignored%s\n", (uintptr_t)"");
+        return;
+    }
+    lock();
+    abort_func = fn;
+    unlock();
+}
+
+LFGC_EXPORT GC_abort_func GC_get_abort_func(void)
+{
+    lock();
+    GC_abort_func fn = abort_func;
+    unlock();
+    return fn;
+}
+
+void lf_abort(const char *msg)
+{
+    abort_func(msg);
+    abort();
+}
+
+LFGC_EXPORT void GC_abort_on_oom(void)
+{
+    lf_abort("Insufficient memory for the allocation");
+}
+
+int lf_log_fd = 2;
+
+LFGC_EXPORT void GC_set_log_fd(int fd)
+{
+    lf_log_fd = fd;
+}
+
+/* ------------------------------------------------------------------ */
+/* Dumps                                                                 */
+
+LFGC_EXPORT void GC_dump_named(const char *name)
+{
+    if (name)
+        dprintf(lf_log_fd, "***GC Dump %s\n", name);
+    GC_dump();
+}
+
+/* Regions are lfgc's "heap sections": GC_dump lists them. */
+LFGC_EXPORT void GC_dump_regions(void)
+{
+    GC_dump();
+}
+
+LFGC_EXPORT void GC_dump_finalization(void)
+{
+    /* The tables' sizes are what GC_PRINT_STATS reports after each
+     * collection; their entries are not listed. */
+    dprintf(lf_log_fd, "lfgc: GC_dump_finalization lists no entries (set GC_PRINT_STATS "
+            "for the tables' sizes)\n");
+}
+
+/* ------------------------------------------------------------------ */
+/* Pointer checks (bdwgc's GC_DEBUG forms of GC_PTR_ADD, GC_PTR_STORE). */
+
+static void default_same_obj_print_proc(void *p, void *q)
+{
+    dprintf(2, "lfgc: GC_same_obj(%p, %p): not pointers into the same object\n", p, q);
+    lf_abort("GC_same_obj test failed");
+}
+
+static void default_is_valid_displacement_print_proc(void *p)
+{
+    dprintf(2, "lfgc: GC_is_valid_displacement(%p): not a valid pointer into a heap object\n",
+            p);
+    lf_abort("GC_is_valid_displacement test failed");
+}
+
+static void default_is_visible_print_proc(void *p)
+{
+    dprintf(2, "lfgc: GC_is_visible(%p): the collector does not scan this location\n", p);
+    lf_abort("GC_is_visible test failed");
+}
+
+LFGC_EXPORT void (*GC_same_obj_print_proc)(void *, void *) = default_same_obj_print_proc;
+LFGC_EXPORT void (*GC_is_valid_displacement_print_proc)(void *) =
+    default_is_valid_displacement_print_proc;
+LFGC_EXPORT void (*GC_is_visible_print_proc)(void *) = default_is_visible_print_proc;
+
+/* The object holding p in use: its base, or NULL (outside the heap, or a
+ * free slot). */
+static void *live_base(const void *p)
+{
+    void *base = GC_base((void *)p);
+    return base && slot_is_free(base) ? NULL : base;
+}
+
+LFGC_EXPORT void *GC_same_obj(void *p, void *q)
+{
+    void *bq = live_base(q);
+    if (!bq) {
+        /* q outside the heap: p must be too. */
+        if (live_base(p))
+            GC_same_obj_print_proc(p, q);
+        return p;
+    }
+    if ((char *)p < (char *)bq || (char *)p >= (char *)bq + GC_size(bq))
+        GC_same_obj_print_proc(p, q);
+    return p;
+}
+
+LFGC_EXPORT void *GC_pre_incr(void **p, ptrdiff_t how_much)
+{
+    void *initial = *p;
+    void *result = GC_same_obj((char *)initial + how_much, initial);
+    *p = result;
+    return result;
+}
+
+LFGC_EXPORT void *GC_post_incr(void **p, ptrdiff_t how_much)
+{
+    void *initial = *p;
+    *p = GC_same_obj((char *)initial + how_much, initial);
+    return initial;
+}
+
+/* Every offset into an object keeps it (lfgc finds the base of any
+ * interior pointer), so a pointer is valid when it is outside the heap or
+ * points into an object in use. */
+LFGC_EXPORT void *GC_is_valid_displacement(void *p)
+{
+    if (lowfat_is_heap_ptr(p) && !live_base(p))
+        GC_is_valid_displacement_print_proc(p);
+    return p;
+}
+
+/* A location the collector scans: a word of a heap object it scans (not
+ * of a pointer-free one), the calling thread's stack, or anywhere else
+ * outside the heap (static data, registered roots, other stacks: lfgc
+ * scans those it knows, and does not check here which). */
+LFGC_EXPORT void *GC_is_visible(void *p)
+{
+    if (!lowfat_is_heap_ptr(p))
+        return p;
+    void *base = live_base(p);
+    if (!base) {
+        GC_is_visible_print_proc(p);
+        return p;
+    }
+    unsigned k = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT];
+    if (k == 0) {
+        GC_is_visible_print_proc(p);
+        return p;
+    }
+    const struct kind *kd = &lf_kinds[k - 1];
+    uint64_t len = kind_scan_len(kd, base, GC_size(base));
+    if ((char *)p + sizeof(void *) > (char *)base + len)
+        GC_is_visible_print_proc(p);
+    return p;
+}
+
+/* bdwgc's temporary roots are the data of dynamic libraries, re-listed
+ * at each collection; lfgc lists them afresh every time, and keeps none. */
+LFGC_EXPORT int GC_is_tmp_root(void *p)
+{
+    (void)p;
+    return 0;
+}
+
+/* Clears the stack below the caller's frame, as bdwgc does before
+ * returning from allocation; returns arg. */
+LFGC_EXPORT void *GC_clear_stack(void *arg)
+{
+    volatile char buf[2048];
+    memset((char *)buf, 0, sizeof buf);
+    __asm__ __volatile__("" : : "r"(buf) : "memory");
+    return arg;
+}
