@@ -162,15 +162,12 @@ LFGC_EXPORT void GC_debug_register_finalizer_unreachable(void *obj, GC_finalizat
 /* Settings stored for bdwgc's policy.  Plain loads and stores: bdwgc
  * does not synchronise them either.                                    */
 
-static GC_word allocd_bytes_per_finalizer = 10000;
 static int max_prior_attempts = 1;
 static size_t min_bytes_allocd = 1;
 static int rate = 10;
 static int disable_automatic_collection;
 static unsigned long time_limit_nsec;
 
-LFGC_EXPORT void GC_set_allocd_bytes_per_finalizer(GC_word v) { allocd_bytes_per_finalizer = v; }
-LFGC_EXPORT GC_word GC_get_allocd_bytes_per_finalizer(void) { return allocd_bytes_per_finalizer; }
 LFGC_EXPORT void GC_set_max_prior_attempts(int v) { max_prior_attempts = v; }
 LFGC_EXPORT int GC_get_max_prior_attempts(void) { return max_prior_attempts; }
 LFGC_EXPORT void GC_set_min_bytes_allocd(size_t v) { min_bytes_allocd = v; }

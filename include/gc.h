@@ -575,8 +575,6 @@ GC_API void GC_set_dont_precollect(int);
 GC_API int GC_get_dont_precollect(void);
 GC_API void GC_set_non_gc_bytes(GC_word);
 GC_API GC_word GC_get_non_gc_bytes(void);
-GC_API void GC_set_allocd_bytes_per_finalizer(GC_word);
-GC_API GC_word GC_get_allocd_bytes_per_finalizer(void);
 GC_API void GC_set_max_prior_attempts(int);
 GC_API int GC_get_max_prior_attempts(void);
 GC_API void GC_set_min_bytes_allocd(size_t);
