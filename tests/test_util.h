@@ -121,12 +121,17 @@ static TU_NOINLINE int tu_base_is(GC_hidden_pointer h, size_t offset)
  * data (scanned as roots, as bdwgc does) hold a few hundred words such as
  * 0x1000000010 or 0x6000000060: integers that happen to fall on the first
  * slots of several size classes.  Whatever object is allocated there is
- * retained for ever.  (bdwgc would blacklist those addresses; lfgc does
- * not.)  So that "was it reclaimed?" tests do not depend on which slot an
- * object happens to get, tu_warm_up() finds those words (in the writable
- * segments of every shared object but lfgc's, which the collector skips),
- * allocates every slot of the classes concerned up to the last such
- * address, drops them all and collects: the slots pinned by a false
+ * retained for ever.  (lfgc's blacklisting leaves such chunks to pointer-
+ * free and uncollectable objects, so that each word pins one object at
+ * most; but pin it does.)  The test program's own data hold such words
+ * too when it is instrumented: UndefinedBehaviorSanitizer's source
+ * locations put a column and a line number side by side in a word
+ * (column 48, line 288: 0x3000000120).  So that "was it reclaimed?" tests
+ * do not depend on which slot an object happens to get, tu_warm_up() finds
+ * those words (in the writable segments of every object but lfgc's, which
+ * the collector skips: before anything is allocated none of them is a
+ * pointer), allocates every slot of the classes concerned up to the last
+ * such address, drops them all and collects: the slots pinned by a false
  * reference stay allocated and live, and are never handed out again; the
  * rest is reclaimed and reused normally. */
 #define TU_WARM_MAX_OFFSET ((uint64_t)16 << 20)   /* false refs deeper than this
@@ -137,10 +142,12 @@ static uint64_t tu_warm_limit[TU_NUM_CLASSES] TU_UNUSED;
 
 /* Call visit(word, arg) for every word of the writable segments of the
  * shared objects, neither the program nor lfgc (what the collector scans
- * but a test does not control). */
+ * but a test does not control), or (program) of the program only, unless
+ * lfgc is part of it (a static link: its data are no roots). */
 struct tu_word_walk {
     uintptr_t lfgc_base;
-    void (*visit)(uint64_t word, void *arg);
+    int program;
+    void (*visit)(const uint64_t *word, void *arg);
     void *arg;
 };
 
@@ -148,8 +155,9 @@ static TU_UNUSED int tu_walk_segments(struct dl_phdr_info *info, size_t size, vo
 {
     (void)size;
     struct tu_word_walk *ww = data;
-    if (info->dlpi_name == NULL || info->dlpi_name[0] == 0 || info->dlpi_addr == ww->lfgc_base)
-        return 0;                  /* the program itself, or lfgc */
+    int is_program = info->dlpi_name == NULL || info->dlpi_name[0] == 0;
+    if (is_program != ww->program || info->dlpi_addr == ww->lfgc_base)
+        return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
@@ -157,25 +165,34 @@ static TU_UNUSED int tu_walk_segments(struct dl_phdr_info *info, size_t size, vo
         uintptr_t lo = (info->dlpi_addr + ph->p_vaddr + 7) & ~(uintptr_t)7;
         uintptr_t hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
         for (const uint64_t *w = (const uint64_t *)lo; (uintptr_t)(w + 1) <= hi; w++)
-            ww->visit(*w, ww->arg);
+            ww->visit(w, ww->arg);
     }
     return 0;
 }
 
-static TU_UNUSED void tu_foreign_words(void (*visit)(uint64_t word, void *arg), void *arg)
+static TU_UNUSED void tu_segment_words(int program, void (*visit)(const uint64_t *word, void *arg),
+                                       void *arg)
 {
     Dl_info di;
     memset(&di, 0, sizeof di);
     dladdr((void *)(uintptr_t)&GC_malloc, &di);
-    struct tu_word_walk ww = { (uintptr_t)di.dli_fbase, visit, arg };
+    struct tu_word_walk ww = { (uintptr_t)di.dli_fbase, program, visit, arg };
     dl_iterate_phdr(tu_walk_segments, &ww);
 }
 
-static TU_UNUSED void tu_warm_note(uint64_t w, void *arg)
+/* Where the program's own data held a word landing in the heap at the
+ * warm-up (the first TU_MAX_PROGRAM_FALSE of them). */
+#define TU_MAX_PROGRAM_FALSE 4096
+static const uint64_t *tu_program_false[TU_MAX_PROGRAM_FALSE] TU_UNUSED;
+static size_t tu_program_false_count TU_UNUSED;
+
+static TU_UNUSED void tu_warm_note(const uint64_t *where, void *arg)
 {
-    (void)arg;
+    uint64_t w = *where;
     if (!lowfat_is_ptr((void *)w))
         return;
+    if (arg && tu_program_false_count < TU_MAX_PROGRAM_FALSE)
+        tu_program_false[tu_program_false_count++] = where;
     uint64_t c = lowfat_index((void *)w) - LOWFAT_FIRST_REGION;
     uint64_t start = (uint64_t)lowfat_index((void *)w) << LOWFAT_REGION_SHIFT;
     if (tu_class_sizes[c] > TU_WARM_MAX_SIZE || w - start >= TU_WARM_MAX_OFFSET)
@@ -187,7 +204,9 @@ static TU_UNUSED void tu_warm_note(uint64_t w, void *arg)
 static TU_NOINLINE void tu_warm_up_alloc(void)
 {
     memset(tu_warm_limit, 0, sizeof tu_warm_limit);
-    tu_foreign_words(tu_warm_note, NULL);
+    tu_program_false_count = 0;
+    tu_segment_words(0, tu_warm_note, NULL);
+    tu_segment_words(1, tu_warm_note, tu_program_false);
     for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
         if (!tu_warm_limit[c] || !tu_class_exists(c))
             continue;
@@ -200,25 +219,28 @@ static TU_NOINLINE void tu_warm_up_alloc(void)
 }
 
 /* Words in the writable segments of the shared objects (not the program,
- * not lfgc) that point into [lo, hi): false references the warm-up could
- * not cover (in classes larger than TU_WARM_MAX_SIZE, or deep in a
+ * not lfgc), and at the places of the program's data that held one at
+ * the warm-up, that point into [lo, hi): false references the warm-up
+ * could not cover (in classes larger than TU_WARM_MAX_SIZE, or deep in a
  * region).  An object they point to is rightly retained. */
 struct tu_ref_query {
     uintptr_t lo, hi;
     size_t count;
 };
 
-static TU_UNUSED void tu_ref_note(uint64_t w, void *arg)
+static TU_UNUSED void tu_ref_note(const uint64_t *where, void *arg)
 {
     struct tu_ref_query *q = arg;
-    if (w >= q->lo && w < q->hi)
+    if (*where >= q->lo && *where < q->hi)
         q->count++;
 }
 
 static TU_UNUSED size_t tu_foreign_refs(uintptr_t lo, uintptr_t hi)
 {
     struct tu_ref_query q = { lo, hi, 0 };
-    tu_foreign_words(tu_ref_note, &q);
+    tu_segment_words(0, tu_ref_note, &q);
+    for (size_t i = 0; i < tu_program_false_count; i++)
+        tu_ref_note(tu_program_false[i], &q);
     return q.count;
 }
 
@@ -226,10 +248,15 @@ static TU_UNUSED size_t tu_foreign_refs(uintptr_t lo, uintptr_t hi)
  * live: compare live and heap sizes with these). */
 static struct lfgc_stats tu_base_stats TU_UNUSED;
 
+/* The warm-up's allocation collects nothing: the one collection after it
+ * is full, and no minor one before it leaves its verdict (profitable or
+ * not) to steer the tests' first collections. */
 static TU_UNUSED void tu_warm_up(void)
 {
     GC_INIT();
+    GC_disable();
     tu_warm_up_alloc();
+    GC_enable();
     tu_collect();
     lfgc_get_stats(&tu_base_stats);
 }
