@@ -548,10 +548,35 @@ static inline bool kind_cached(unsigned kind)
     return !lf_kinds[kind].uncollectable;
 }
 
+/* The remote stack of (class, kind): whole lists pushed by threads that
+ * freed more than they allocate, taken whole by the next refill.  Both
+ * happen between sweep_enter() and sweep_exit(), so a collection never
+ * finds a list held only in a register. */
+static void remote_push(struct class_kind *ck, void **head, void **tail)
+{
+    AO_t old;
+    do {
+        old = AO_load(&ck->remote);
+        tail[0] = link_encode((void *)old);
+    } while (!AO_compare_and_swap_full(&ck->remote, old, (AO_t)head));
+}
+
+static void *remote_take(struct class_kind *ck, size_t *count)
+{
+    if (!AO_load(&ck->remote))
+        return NULL;
+    void **head = (void **)__atomic_exchange_n(&ck->remote, 0, __ATOMIC_ACQ_REL);
+    size_t n = 0;
+    for (void **p = head; p; p = link_decode(p[0]))
+        n++;
+    *count = n;
+    return head;
+}
+
 /* Refill the calling thread's list of (class, kind) and pop from it.
  * Most refills continue the thread's lazy sweep of a span it claimed, one
  * piece at a time, without the lock and straight into the cache (the
- * place a collection marks).
+ * place a collection marks); slots other threads freed are taken first.
  * The lock is taken to claim the next span or to take explicitly freed
  * slots. */
 static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
@@ -561,11 +586,19 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
     struct region *r = &lf_regions[c];
     struct sweep_cursor *cur = &kc->cursor[c];
     size_t want = batch_slots(r);
+    kc->freed[c] = 0;
     for (;;) {
         if (sweep_enter(tc)) {
+            size_t n;
+            void *list = remote_take(ck, &n);
+            if (list) {
+                kc->free[c] = list;
+                sweep_exit(tc);
+                count_refill(tc, n * r->size);
+                break;
+            }
             if (cur->span) {
-                size_t n;
-                void *list = lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
+                list = lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
                 if (cur->next >= cur->end)
                     cur->span = NULL;
                 kc->free[c] = list;
@@ -755,8 +788,8 @@ static uint32_t list_unmark(struct region *r, void **list)
     return n;
 }
 
-/* At a collection the global free lists of collectable kinds are dropped:
- * the sweep finds their slots again.  Their
+/* At a collection the global free lists of collectable kinds are dropped,
+ * and the remote stacks too: the sweep finds their slots again.  Their
  * slots may still be marked (freed while their span was being swept, or
  * left by an exiting thread): unmark them, or a minor collection would
  * take them for old objects.  Uncollectable spans are never swept, so
@@ -771,8 +804,10 @@ void lf_caches_discard(void)
             if (lf_kinds[k].uncollectable)
                 continue;
             list_unmark(&lf_regions[c], ck->free);
+            list_unmark(&lf_regions[c], (void **)AO_load(&ck->remote));
             ck->free = NULL;
             ck->free_count = 0;
+            AO_store(&ck->remote, 0);
         }
     }
 }
@@ -801,6 +836,7 @@ void lf_cache_mark(struct thread_cache *tc)
      * so that GC_get_bytes_since_gc (which adds the caller's) starts at 0. */
     AO_fetch_and_add((volatile AO_t *)&lf_hs.total_allocd, (AO_t)tc->allocd);
     tc->allocd = 0;
+    tc->freed_bytes = 0;            /* freed before this collection */
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         kind_cache_mark(&tc->k[k]);
     unsigned kinds = lf_kinds_made();
@@ -834,12 +870,14 @@ static void kind_cache_return(struct kind_cache *kc, unsigned k)
 void lf_cache_return(struct thread_cache *tc)
 {
     count_allocated((int64_t)tc->allocd);
+    count_freed_shared(tc->freed_bytes);
     /* A thread gone has nothing in progress: what it allocated does not
      * widen the next threshold (threads started one after another would
      * otherwise look like threads allocating at once). */
     if (tc->cycle == GC_gc_no + 1)
         lf_hs.exited_allocd += tc->cycle_allocd;
     tc->allocd = 0;
+    tc->freed_bytes = 0;
     tc->cycle = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         kind_cache_return(&tc->k[k], k);
@@ -942,13 +980,77 @@ static void free_locked(void *p)
     unlock();
 }
 
+/* A thread that frees more of a class than it allocates (the consumer of
+ * another thread's objects) would keep the slots for ever.  Every batch
+ * of frees onto a list, the list is looked at: past a batch, the rest
+ * goes to the remote stack, where the next refill of any thread takes
+ * it.  (A thread that allocates as much as it frees keeps a short list,
+ * and the look costs about one step per free.) */
+static void cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+                       unsigned kind, size_t keep)
+{
+    kc->freed[c] = 0;
+    void **last = kc->free[c];
+    for (size_t n = 1; n < keep && link_decode(last[0]); n++)
+        last = link_decode(last[0]);
+    if (!link_decode(last[0]) || !sweep_enter(tc))
+        return;                     /* short enough, or a collection waits */
+    void **head = link_decode(last[0]), **tail = head;
+    last[0] = link_encode(NULL);
+    for (void **next; (next = link_decode(tail[0])); tail = next)
+        ;
+    remote_push(class_kind_of(c, kind), head, tail);
+    sweep_exit(tc);
+}
+
+/* Freed bytes are counted per thread and added to the shared counter a
+ * few at a time, as refills are. */
+static void count_freed(struct thread_cache *tc, uint64_t bytes)
+{
+    tc->freed_bytes += bytes;
+    if (tc->freed_bytes >= ALLOCD_FLUSH) {
+        count_freed_shared(tc->freed_bytes);
+        tc->freed_bytes = 0;
+    }
+}
+
+/* A small object of a cached kind goes onto the calling thread's own
+ * list, with no lock: its slot is either marked or behind the cursor of
+ * the thread sweeping its span (it was allocated), so no sweep hands it
+ * out again, whoever sweeps the span.  Only kinds whose objects are
+ * cleared are zeroed, as the list hands the slot out as it is.  Large
+ * and uncollectable objects, and any object while finalizers are
+ * registered (their table is kept under the lock), are freed under it. */
 static void free_object(void *p)
 {
     if (!p)
         return;
     lf_ensure_init();
-    ensure_registered();
-    free_locked(p);
+    if (!ensure_registered()) {
+        free_locked(p);
+        return;
+    }
+    struct region *r;
+    struct span *s;
+    if (!check_base(p, &r, &s))
+        return;
+    unsigned kind = s->kind;
+    struct thread_cache *tc = lf_tl_cache;
+    struct kind_cache *kc;
+    if (r->large || !kind_cached(kind) || lf_finalize_entries() ||
+        !(kc = kind_cache_get(tc, kind))) {
+        free_locked(p);
+        return;
+    }
+    unsigned c = (unsigned)(r - lf_regions);
+    if (lf_kinds[kind].clear)
+        memset(p, 0, r->size);
+    slot_make_free(p, kc->free[c]);
+    kc->free[c] = p;
+    count_freed(tc, r->size);
+    size_t batch = batch_slots(r);
+    if (++kc->freed[c] > batch)
+        cache_trim(tc, kc, c, kind, batch);
 }
 
 /* Usable bytes of the object at base p (lock not needed: spans of objects

@@ -213,6 +213,10 @@ struct class_kind {
     void *free;             /* free list (encoded links), lock held          */
     struct span *unswept;   /* spans awaiting the lazy sweep, lock held      */
     uint32_t free_count;    /* slots on `free`                              */
+    /* Slots freed by threads that had too many of the class (cross-thread
+     * frees): a lock-free stack of lists, pushed and taken whole inside
+     * sweep_enter/sweep_exit so that no collection sees a list in transit. */
+    volatile AO_t remote;
 };
 
 struct kind {
@@ -272,6 +276,9 @@ struct sweep_cursor {
 struct kind_cache {
     void *free[NUM_SMALL_CLASSES];
     struct sweep_cursor cursor[NUM_SMALL_CLASSES];
+    /* Slots GC_free put on free[c] since the list was last refilled: past
+     * a bound, the list goes to the class and kind's remote stack. */
+    uint32_t freed[NUM_SMALL_CLASSES];
     struct kind_cache *next;        /* spare list                         */
 };
 
@@ -282,6 +289,7 @@ struct thread_cache {
      * threads: */
     volatile AO_t sweeping;     /* sweeping outside the lock (sweep_enter) */
     uint64_t allocd;            /* bytes refilled, not yet added to hs     */
+    uint64_t freed_bytes;       /* bytes freed here, not yet added to hs   */
     uint64_t cycle;             /* GC_gc_no + 1 when cycle_allocd was reset */
     uint64_t cycle_allocd;      /* bytes added to hs since that collection */
 };

@@ -131,7 +131,8 @@ LFGC_EXPORT size_t GC_get_memory_use(void)
 
 LFGC_EXPORT size_t GC_get_expl_freed_bytes_since_gc(void)
 {
-    return load(&lf_hs.freed_since_gc);
+    /* With what the calling thread freed and has not yet added. */
+    return load(&lf_hs.freed_since_gc) + lf_tl_cache->freed_bytes;
 }
 
 LFGC_EXPORT unsigned long GC_get_full_gc_total_time(void)

@@ -181,6 +181,21 @@ Test(kinds, made_concurrently_all_distinct)
         }
 }
 
+/* A kind's objects come from a thread-local list: a freed object is the
+ * next one handed out. */
+Test(kinds, new_kinds_have_thread_local_lists)
+{
+    int k = (int)GC_new_kind(GC_new_free_list(), 0, 1, 1);
+    void *p = GC_generic_malloc(100, k);
+    cr_assert_not_null(p);
+    GC_hidden_pointer hp = tu_hide(p);
+    memset(p, 0x5a, 100);
+    GC_free(p);
+    p = GC_generic_malloc(100, k);
+    cr_assert(tu_slot_is((void *volatile *)&p, hp, 0), "freed slot not reused first");
+    cr_assert_eq(tu_first_nonzero(p, 100), 100, "reused slot not zeroed");
+}
+
 Test(kinds, generic_malloc_of_predefined_kinds)
 {
     for (int k = 0; k < 4; k++) {
@@ -221,8 +236,8 @@ Test(kinds, length_added_to_size_not_supported, .signal = SIGABRT)
     GC_new_kind(GC_new_free_list(), 16 | GC_DS_LENGTH, 1, 1);
 }
 
-/* Allocation of a kind's small objects takes no lock: it goes on while
- * another thread holds the allocation lock. */
+/* Allocation and freeing of a kind's small objects take no lock: they go
+ * on while another thread holds the allocation lock. */
 struct lock_probe {
     int kind;
     sem_t ready, go, done;
@@ -237,9 +252,9 @@ static void *alloc_under_held_lock(void *arg)
     sem_wait(&lp->go);
     for (int i = 0; i < 8; i++)
         keep[i] = GC_generic_malloc(64, lp->kind);
-    sem_post(&lp->done);
     for (int i = 0; i < 8; i++)
         GC_free(keep[i]);
+    sem_post(&lp->done);
     return NULL;
 }
 
@@ -264,7 +279,7 @@ static void no_lock_per_object(int kind)
     sem_wait(&lp.ready);
     bool ok = GC_call_with_alloc_lock(while_locked, &lp) != NULL;
     pthread_join(t, NULL);
-    cr_assert(ok, "kind %d: allocation waited for the lock", kind);
+    cr_assert(ok, "kind %d: allocation or free waited for the lock", kind);
 }
 
 Test(kinds, no_lock_per_object_of_new_kind)
