@@ -277,30 +277,15 @@ static unsigned max_retries(void)
     return GC_max_retries ? (unsigned)GC_max_retries : 1;
 }
 
-/* The heap must grow by `bytes`.  Within the expanded size that is free;
- * past it, collect if the policy says enough was allocated, else expand by
- * a step (as bdwgc does).  Returns the collection to run first, or
- * COLLECT_NONE to go ahead. */
+/* The heap must grow by `bytes`: within the expanded size that is free;
+ * past it, after passing on other classes' pooled room, the policy says
+ * whether to collect first or to expand.  Returns the collection to run
+ * first, or COLLECT_NONE to go ahead. */
 static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned collections)
 {
     if (lf_hs.heap_bytes + bytes > lf_hs.heap_target)
         pools_make_room(lf_hs.heap_bytes + bytes - lf_hs.heap_target);
-    if (lf_hs.heap_bytes + bytes <= lf_hs.heap_target)
-        return COLLECT_NONE;
-    /* GC_dont_expand: grow only when a collection did not help. */
-    if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : lf_should_collect()))
-        return COLLECT_ALLOCATION;
-    /* Promoted garbage must not make the heap grow: a full collection
-     * first, when minor ones promoted enough to make it worth its cost. */
-    if (lf_hs.last_minor && !GC_dont_gc && lf_full_may_reclaim(bytes))
-        return COLLECT_HEAP_FULL;
-    /* Young objects found live by the last collection often die soon
-     * after it (a structure being built then): a minor collection, which
-     * traces them again, before growing for them. */
-    if (collections == 0 && !GC_dont_gc && lf_minor_may_reclaim(bytes))
-        return COLLECT_BEFORE_GROWTH;
-    lf_heap_expand_step(bytes);
-    return COLLECT_NONE;
+    return lf_policy_before_growth(bytes, collections);
 }
 
 static void *large_alloc(unsigned c, unsigned kind, size_t bytes)

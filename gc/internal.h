@@ -479,15 +479,42 @@ extern bool lf_print_stats;
 extern bool lf_gc_initialized;
 
 void lf_ensure_init(void);
-bool lf_should_collect(void);
 bool lf_gcollect_unmaps(void);
-void lf_heap_expand_step(uint64_t need);
-bool lf_full_may_reclaim(uint64_t need);
-bool lf_minor_may_reclaim(uint64_t need);
 /* Why a collection runs: only one triggered by allocation may be minor. */
 enum collect_reason { COLLECT_NONE, COLLECT_ALLOCATION, COLLECT_HEAP_FULL, COLLECT_EXPLICIT,
                       COLLECT_MINOR, COLLECT_BEFORE_GROWTH };
 void lf_collect(enum collect_reason why);
+bool lf_collect_in_progress(void);
+/* Hook points of a collection, for internal callbacks (finalization,
+ * disappearing links, leak reports), run in the order registered. */
+enum lf_hook_point {
+    LF_HOOK_AFTER_MARK,         /* marking done, world stopped, nothing swept */
+    LF_HOOK_AFTER_RESTART,      /* world restarted, the lock still held     */
+    LF_HOOK_POINTS
+};
+typedef void (*lf_hook_fn)(void);
+void lf_hook_add(enum lf_hook_point at, lf_hook_fn fn);   /* at initialisation */
+
+/* The collection policy (policy.c): when to collect, full or minor, and
+ * when to grow the heap.  A collection as the policy sees it: */
+struct lf_cycle {
+    enum collect_reason why;
+    bool tracked;               /* learns the written pages, protects pages */
+    bool minor;                 /* keeps the old marks                       */
+    uint64_t expected_trace;    /* bytes it expects to trace (mark.c)        */
+    uint64_t carried_ptrful;    /* minor: old bytes it starts with marked    */
+    uint64_t carried_ptrfree;
+    uint64_t old_before;        /* old bytes before it                       */
+    uint64_t old_rescanned;     /* minor: old bytes on written pages queued  */
+};
+void lf_policy_init(void);                 /* environment settings          */
+bool lf_should_collect(void);              /* enough allocated to collect   */
+/* The heap must grow by `bytes` (after `collections` collections for this
+ * allocation): the collection to run first, or COLLECT_NONE to grow (the
+ * expanded size raised as needed). */
+enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections);
+void lf_policy_choose(struct lf_cycle *cy);      /* world stopped, before marking */
+void lf_policy_after(const struct lf_cycle *cy); /* world stopped, spans classified */
 void lf_stats_record_pause(uint64_t ns);
 void lf_stats_print_collection(uint64_t pause_ns);
 void lf_event(GC_EventType e);

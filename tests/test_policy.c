@@ -11,6 +11,9 @@
  *   four_threads_widen_no_more_than_two  allocation between collections
  *                                        grows with the allocating threads
  *                                        up to two, not beyond
+ *   hooks_run_in_their_phases            what finalization does at the
+ *                                        collection's two hook points is
+ *                                        seen between the right events
  */
 #define GC_THREADS          /* GC_pthread_create */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
@@ -251,4 +254,69 @@ Test(policy, four_threads_widen_no_more_than_two, .timeout = 60)
     cr_assert_geq(10 * four, 8 * two, "four threads collected %lu times, two %lu times",
                   (unsigned long)four, (unsigned long)two);
     cr_assert(tw_intact(), "the live list was damaged");
+}
+
+/* ------------------------------------------------------------------ */
+/* The hook points of a collection                                     */
+
+/* A collection runs internal callbacks at two points: after marking with
+ * the world stopped (finalization clears disappearing links and queues
+ * finalizable objects there) and after the restart (finalizers become
+ * due there).  Seen from the collection events: a link to an unreachable
+ * object is still set when marking starts and already cleared when
+ * marking ends, and finalizers are not due when the world restarts but
+ * are by the end of the collection. */
+static GC_hidden_pointer hk_link;   /* the disappearing link (not a root) */
+static int hk_seen_link_at[GC_EVENT_THREAD_UNSUSPENDED + 1];
+static int hk_seen_due_at[GC_EVENT_THREAD_UNSUSPENDED + 1];
+static int hk_events;
+static int hk_finalized;
+
+static void hk_on_event(GC_EventType e)
+{
+    if ((unsigned)e > GC_EVENT_THREAD_UNSUSPENDED)
+        return;
+    hk_seen_link_at[e] = hk_link != 0 ? 1 : 2;
+    hk_seen_due_at[e] = GC_should_invoke_finalizers() ? 1 : 2;
+    hk_events++;
+}
+
+static void hk_finalizer(void *obj, void *cd)
+{
+    (void)obj;
+    (void)cd;
+    hk_finalized++;
+}
+
+static TU_NOINLINE void hk_setup(void)
+{
+    void *weak = GC_malloc(64);
+    void *fin = GC_malloc(64);
+    cr_assert(weak && fin);
+    hk_link = GC_HIDE_POINTER(weak);
+    cr_assert_eq(GC_general_register_disappearing_link((void **)&hk_link, weak), GC_SUCCESS);
+    GC_register_finalizer(fin, hk_finalizer, NULL, NULL, NULL);
+}
+
+Test(policy, hooks_run_in_their_phases, .timeout = 30)
+{
+    GC_INIT();
+    GC_set_finalize_on_demand(1);
+    hk_setup();
+    tu_clear_stack();
+    GC_set_on_collection_event(hk_on_event);
+    GC_gcollect();
+    GC_set_on_collection_event(NULL);
+    cr_assert_gt(hk_events, 0, "no collection event");
+    cr_assert_eq(hk_seen_link_at[GC_EVENT_MARK_START], 1, "the link was cleared before marking");
+    cr_assert_eq(hk_seen_link_at[GC_EVENT_MARK_END], 2,
+                 "the link was not cleared when marking ended");
+    cr_assert_eq(hk_seen_due_at[GC_EVENT_POST_START_WORLD], 2,
+                 "finalizers were due before the world restarted");
+    cr_assert_eq(hk_seen_due_at[GC_EVENT_END], 1,
+                 "finalizers were not due at the end of the collection");
+    cr_assert_eq(hk_link, 0, "the link to an unreachable object was not cleared");
+    cr_assert_eq(hk_finalized, 0, "a finalizer ran before it was asked for");
+    cr_assert_eq(GC_invoke_finalizers(), 1, "the unreachable object was not finalized");
+    cr_assert_eq(hk_finalized, 1);
 }

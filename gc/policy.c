@@ -1,0 +1,296 @@
+/* policy.c: when to collect, whether full or minor, and when to grow.
+ *
+ * Every decision of that kind is here, with the state it keeps (struct
+ * policy); collect.c runs a collection as the policy chooses it and
+ * reports back, and alloc.c asks it before the heap grows.
+ *
+ * Policy (bdwgc's free-space divisor): collect once the bytes allocated
+ * since the last collection reach
+ *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots
+ *      + 2 * stacks) / divisor
+ * times the number of threads allocating at once (at most
+ * NURSERY_THREADS_MAX) if the collection would be minor, when the heap
+ * would grow past its expanded size; otherwise expand it (after passing
+ * it the room other classes hold pooled: alloc.c).  A larger divisor
+ * means more collections and a smaller heap.  GC_INITIAL_HEAP_SIZE defers
+ * the first collections, GC_MAXIMUM_HEAP_SIZE caps growth, GC_DONT_GC
+ * turns collection off.
+ *
+ * Generational collections: where the kernel tracks writes (dirty.c), a
+ * collection triggered by allocation is minor: it keeps the marks of the
+ * last one and traces only what is new or on written pages.  Objects
+ * surviving it are thereby promoted (those of nursery spans only at the
+ * next minor collection: see sweep.c and dirty.c), and dead promoted
+ * objects wait for the next full collection, which comes after MAX_MINORS
+ * minor ones, or once the old bytes (plus what the last minor one
+ * promoted) would exceed those of the last full collection by
+ * 1/PROMOTE_DIV (promoted garbage), or before the heap grows if minor
+ * ones promoted at least a growth step since the last full one, or when
+ * the program asks (GC_gcollect) or the heap is full.  Before growing,
+ * when the last collection left at least a step of aging objects (often
+ * structures under construction then, dead since), a minor collection
+ * runs first, until one such early collection frees less than a step.
+ * Minor collections cost what they trace: the allocation between two
+ * collections is also at least twice what minor ones traced of late.
+ */
+#include "internal.h"
+
+/* Below this, a collection would cost more than the memory it saves. */
+#define MIN_BYTES_ALLOCD ((uint64_t)256 << 10)
+/* Bounds of one expansion step of the heap.  bdwgc caps its steps at 16
+ * MiB; space within the expanded size is used without consulting the
+ * policy, so a smaller cap keeps the heap closer to it (binary trees: peak
+ * RSS -9% for +3% collections). */
+#define MIN_EXPANSION ((uint64_t)256 << 10)
+#define MAX_EXPANSION ((uint64_t)8 << 20)
+/* Allocating threads that widen the allocation between collections, at
+ * most: each thread builds structures that a collection finds half-built
+ * and traces.  With T threads allocating, a collection due every N bytes
+ * comes T times as often per thread, finding as much in progress each
+ * time, so that tracing grew with T (mt_trees, 2 threads: pauses 80 ms
+ * against 37 at one thread, for the same work).  N times T keeps it per
+ * thread as at one thread.  T is measured, not counted: the bytes running
+ * threads allocated since the last collection over the most one of them
+ * did (two alike: 2; one thread and another that allocates little: about
+ * 1).  The bound caps the memory this costs, which grows with it: two
+ * threads, where the gain was measured, need no more than 2, and six
+ * alike (bdwgc's gctest) took a fifth more peak RSS at 4. */
+#define NURSERY_THREADS_MAX 2
+/* Minor collections between two full ones, at most: a backstop, as
+ * promoted garbage is bounded by PROMOTE_DIV.  (16 forced a full
+ * collection every 17 in programs whose old data does not change.) */
+#define MAX_MINORS 64
+/* A minor collection is skipped when the bytes it would leave marked
+ * exceed those of the last full one by more than 1/PROMOTE_DIV. */
+#define PROMOTE_DIV 4
+/* A minor collection saves the tracing of the old objects but for those
+ * on written pages, and costs the asking about writes and protecting,
+ * about as much as tracing MINOR_FIXED_BYTES.  When it saves less than
+ * half of what a full one traces (allocation all over a small heap, old
+ * data written all over), it is not worth it: the next collections are
+ * full, as many as the streak, which doubles up to MAX_FULL_STREAK while
+ * minor ones stay that way. */
+#define MINOR_FIXED_BYTES ((uint64_t)32 << 10)
+#define MAX_FULL_STREAK 64
+
+/* What the policy remembers between collections. */
+static struct policy {
+    unsigned minors_since_full;
+    uint64_t full_ptrful, full_ptrfree;  /* marked by the last full one  */
+    uint64_t full_old;                   /* of which old (not aging)     */
+    uint64_t traced_last_minor;          /* bytes the last minor one marked */
+    uint64_t promoted_last_minor;        /* bytes it made old            */
+    /* Bytes minor collections triggered by allocation traced, averaged
+     * (each new one weighs 1/4). */
+    uint64_t minor_traced_avg;
+    unsigned full_streak;                /* after the last unprofitable minor */
+    unsigned fulls_left;                 /* of that streak               */
+    /* An early minor collection (COLLECT_BEFORE_GROWTH) freed less than a
+     * growth step: none is tried again before the next collection due to
+     * allocation. */
+    bool early_minor_failed;
+} policy;
+
+/* The settings bdwgc reads from the environment for its policy. */
+void lf_policy_init(void)
+{
+    bool found;
+    lf_hs.heap_target = lf_env_size("GC_INITIAL_HEAP_SIZE", MIN_EXPANSION, &found);
+    size_t max = lf_env_size("GC_MAXIMUM_HEAP_SIZE", 0, &found);
+    if (found)
+        lf_hs.max_heap = max;
+    size_t div = lf_env_size("GC_FREE_SPACE_DIVISOR", 0, &found);
+    if (found && div > 0)
+        GC_free_space_divisor = div;
+}
+
+static uint64_t divisor(void)
+{
+    return GC_free_space_divisor ? GC_free_space_divisor : 1;
+}
+
+/* A minor collection costs what it traces: the young survivors, not the
+ * live heap.  Where many survive (structures in progress on several
+ * threads) collecting as often as the live size allows would spend most
+ * of each collection on them again: allocation between collections is at
+ * least `times` what minor ones traced of late (at the default divisor;
+ * a larger one shortens it as it does the rule above). */
+static uint64_t young_threshold(uint64_t times)
+{
+    return times * 3 * policy.minor_traced_avg / divisor();
+}
+
+/* Whether a collection for `why` would be minor, as far as the policy is
+ * concerned (dirty.c must also be able to tell which pages were written). */
+static bool want_minor(enum collect_reason why)
+{
+    if (why == COLLECT_MINOR)
+        return true;
+    if ((why != COLLECT_ALLOCATION && why != COLLECT_BEFORE_GROWTH) ||
+        policy.minors_since_full >= MAX_MINORS || policy.fulls_left)
+        return false;
+    /* Promoted garbage takes room: bounded by a fraction of the live data. */
+    uint64_t full = policy.full_ptrful + policy.full_ptrfree;
+    uint64_t room = full / PROMOTE_DIV;
+    /* The next minor collection will likely promote about as much as the
+     * last one did.  Objects of aging spans are not old yet. */
+    return lf_hs.live_bytes - lf_hs.live_aging + policy.promoted_last_minor <= full + room;
+}
+
+bool lf_should_collect(void)
+{
+    if (GC_dont_gc || lf_collect_in_progress())
+        return false;
+    uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
+    uint64_t allocd = since > lf_hs.freed_since_gc ? since - lf_hs.freed_since_gc : 0;
+    if (lf_finalize_wants_collection(allocd))
+        return true;
+    /* Objects the last collection queued for finalization count as
+     * allocated again: they were found dead, and survive only for their
+     * finalizers (else a program that finalizes everything grows its heap
+     * by what it finalizes, collection after collection). */
+    allocd += lf_finalize_queued_bytes();
+    /* Stacks count twice, as in bdwgc: they are expensive to scan. */
+    uint64_t scan = 2 * lf_hs.est_ptrful + lf_hs.est_ptrfree / 4 + lf_roots_size() +
+                    2 * lf_stacks_size();
+    uint64_t threshold = scan / divisor();
+    if (threshold < MIN_BYTES_ALLOCD)
+        threshold = MIN_BYTES_ALLOCD;
+    if (threshold < young_threshold(2))
+        threshold = young_threshold(2);
+    uint64_t most = AO_load(&lf_hs.max_thread_allocd);
+    uint64_t caches = AO_load(&lf_hs.caches_allocd);
+    uint64_t running = caches > lf_hs.exited_allocd ? caches - lf_hs.exited_allocd : 0;
+    /* Widened for a minor collection only: the structures in progress are
+     * much of what it traces.  A full one traces all the live data, in
+     * progress or not, and the rule above already weighs that. */
+    if (most && running > most && lf_dirty_enabled() && want_minor(COLLECT_ALLOCATION)) {
+        if (running > NURSERY_THREADS_MAX * most)
+            running = NURSERY_THREADS_MAX * most;
+        threshold = (uint64_t)((unsigned __int128)threshold * running / most);
+    }
+    return allocd >= threshold;
+}
+
+static uint64_t expansion_step(uint64_t need)
+{
+    uint64_t step = lf_hs.heap_bytes / divisor();
+    if (step < MIN_EXPANSION)
+        step = MIN_EXPANSION;
+    if (step > MAX_EXPANSION)
+        step = MAX_EXPANSION;
+    return step < need ? need : step;
+}
+
+/* Whether a full collection might find a growth step (at least `need`
+ * bytes) that minor ones cannot: at most what they made old since the
+ * last full one. */
+static bool full_may_reclaim(uint64_t need)
+{
+    uint64_t old = lf_hs.live_bytes - lf_hs.live_aging;
+    return old > policy.full_old && old - policy.full_old >= expansion_step(need);
+}
+
+/* Whether a minor collection might find a growth step (at least `need`
+ * bytes) before the heap grows: objects of aging spans, found live by the
+ * last collection, often die soon after it (structures being built then).
+ * Once such an early collection freed less than a step, none is tried
+ * again before the next collection due to allocation. */
+static bool minor_may_reclaim(uint64_t need)
+{
+    uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
+    return !policy.early_minor_failed && lf_dirty_enabled() &&
+           lf_hs.live_aging >= expansion_step(need) && since >= young_threshold(1);
+}
+
+/* Grow the expanded size by heap / divisor (at least `need`), so that the
+ * next collections come after proportionally more allocation. */
+static void expand_step(uint64_t need)
+{
+    uint64_t step = expansion_step(need);
+    uint64_t target = lf_hs.heap_bytes + step;
+    if (lf_hs.max_heap && target > lf_hs.max_heap)
+        target = lf_hs.max_heap;
+    if (target > lf_hs.heap_target)
+        lf_hs.heap_target = target;
+}
+
+enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections)
+{
+    if (lf_hs.heap_bytes + bytes <= lf_hs.heap_target)
+        return COLLECT_NONE;
+    /* GC_dont_expand: grow only when a collection did not help. */
+    if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : lf_should_collect()))
+        return COLLECT_ALLOCATION;
+    /* Promoted garbage must not make the heap grow: a full collection
+     * first, when minor ones promoted enough to make it worth its cost. */
+    if (lf_hs.last_minor && !GC_dont_gc && full_may_reclaim(bytes))
+        return COLLECT_HEAP_FULL;
+    /* Young objects found live by the last collection often die soon
+     * after it (a structure being built then): a minor collection, which
+     * traces them again, before growing for them. */
+    if (collections == 0 && !GC_dont_gc && minor_may_reclaim(bytes))
+        return COLLECT_BEFORE_GROWTH;
+    expand_step(bytes);
+    return COLLECT_NONE;
+}
+
+void lf_policy_choose(struct lf_cycle *cy)
+{
+    /* Always asked, so that tracking starts (or recovers) at once, but
+     * within a streak of full collections: the writes are learnt, and
+     * pages protected, by the last one of the streak, in time for the
+     * minor one after it. */
+    cy->tracked = policy.fulls_left <= 1 || cy->why == COLLECT_MINOR;
+    cy->minor = cy->tracked && lf_dirty_begin() && want_minor(cy->why);
+    /* What a minor collection starts with marked: the old objects. */
+    cy->carried_ptrful = cy->minor ? lf_hs.live_ptrful - lf_hs.live_aging_ptrful : 0;
+    cy->carried_ptrfree =
+        cy->minor ? lf_hs.live_ptrfree - (lf_hs.live_aging - lf_hs.live_aging_ptrful) : 0;
+    cy->old_before = lf_hs.live_bytes - lf_hs.live_aging;
+    cy->expected_trace = cy->minor ? policy.traced_last_minor : lf_hs.live_ptrful;
+    cy->old_rescanned = 0;
+}
+
+void lf_policy_after(const struct lf_cycle *cy)
+{
+    lf_hs.last_minor = cy->minor;
+    if (cy->minor) {
+        lf_hs.minor_collections++;
+        policy.minors_since_full++;
+        uint64_t new_ptrful = lf_hs.live_ptrful > cy->carried_ptrful
+                                  ? lf_hs.live_ptrful - cy->carried_ptrful : 0;
+        uint64_t new_ptrfree = lf_hs.live_ptrfree > cy->carried_ptrfree
+                                   ? lf_hs.live_ptrfree - cy->carried_ptrfree : 0;
+        policy.traced_last_minor = new_ptrful;
+        /* One the program asked for, at a moment of its choosing, tells
+         * little of what those that allocation triggers will find. */
+        if (cy->why != COLLECT_MINOR)
+            policy.minor_traced_avg = (3 * policy.minor_traced_avg + new_ptrful) / 4;
+        uint64_t old_after = lf_hs.live_bytes - lf_hs.live_aging;
+        policy.promoted_last_minor = old_after > cy->old_before ? old_after - cy->old_before : 0;
+        lf_hs.est_ptrful = policy.full_ptrful + new_ptrful;
+        lf_hs.est_ptrfree = policy.full_ptrfree + new_ptrfree;
+        if (2 * (cy->old_rescanned + MINOR_FIXED_BYTES) >= policy.full_ptrful) {
+            policy.full_streak = policy.full_streak ? policy.full_streak * 2 : 1;
+            if (policy.full_streak > MAX_FULL_STREAK)
+                policy.full_streak = MAX_FULL_STREAK;
+            policy.fulls_left = policy.full_streak;
+        } else {
+            policy.full_streak = 0;
+        }
+    } else {
+        if (policy.fulls_left)
+            policy.fulls_left--;
+        policy.minors_since_full = 0;
+        policy.traced_last_minor = 0;      /* unknown: try a minor one next */
+        policy.promoted_last_minor = 0;
+        policy.full_ptrful = lf_hs.est_ptrful = lf_hs.live_ptrful;
+        policy.full_ptrfree = lf_hs.est_ptrfree = lf_hs.live_ptrfree;
+        policy.full_old = lf_hs.live_bytes - lf_hs.live_aging;
+    }
+    if (cy->why == COLLECT_BEFORE_GROWTH)
+        policy.early_minor_failed = lf_hs.reclaimed_last < expansion_step(0);
+    else if (cy->why == COLLECT_ALLOCATION)
+        policy.early_minor_failed = false;
+}
