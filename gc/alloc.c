@@ -684,7 +684,10 @@ static void *alloc_kind_entered(uintptr_t bytes, uintptr_t kind, uintptr_t unuse
 
 void *lf_alloc_kind(size_t bytes, unsigned kind)
 {
-    return lf_entered(alloc_kind_entered, bytes, kind, 0);
+    void *p = lf_entered(alloc_kind_entered, bytes, kind, 0);
+    if (unlikely(lf_disclaim_tracked[kind]) && p)
+        lf_disclaim_track(p, true);
+    return p;
 }
 
 /* Out of line, so that the fast paths need no stack frame: they reach it
@@ -918,34 +921,32 @@ static bool check_base(void *p, struct region **rp, struct span **sp)
 
 static size_t object_size(const struct region *r, const void *p);
 
-/* Frees under the lock. */
-static void free_locked(void *p)
+/* Free the object at p, lock held (also for a disclaim procedure's
+ * object, after a collection).  False when p is no object's base. */
+bool lf_free_held(void *p)
 {
     struct region *r;
     struct span *s;
-    lock();
-    if (!check_base(p, &r, &s)) {
-        unlock();
-        return;
-    }
+    if (!check_base(p, &r, &s))
+        return false;
     unsigned kind = s->kind;
     unsigned c = (unsigned)(r - lf_regions);
     if (lf_finalize_entries())
         lf_finalize_forget(p, object_size(r, p));
+    if (unlikely(lf_disclaim_tracked[kind]))
+        lf_disclaim_track(p, false);
     if (r->large) {
         count_freed_shared(s->obj_bytes);
         mark_clear(r, p);
         lf_span_free(r, s);
-        unlock();
-        return;
+        return true;
     }
     if (lf_kinds[kind].uncollectable) {
         uint64_t bit = lowfat_slot_number(p) - r->q0;
         if (!(r->alloc_bits[bit >> 6] & (1ull << (bit & 63)))) {
-            unlock();
             lf_warn("GC Warning: free of %p: the object was already freed; ignored\n",
                  (uintptr_t)p);
-            return;
+            return false;
         }
         set_alloc_bit(r, p, false);
     }
@@ -962,6 +963,14 @@ static void free_locked(void *p)
         ck->free = p;
         ck->free_count++;
     }
+    return true;
+}
+
+/* Frees under the lock. */
+static void free_locked(void *p)
+{
+    lock();
+    lf_free_held(p);
     unlock();
 }
 

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "gc_disclaim.h"
 
 /* Registration modes: how an unreachable finalizable object marks what
  * it reaches before the collection decides which are ready. */
@@ -94,10 +95,19 @@ static LF_UNSCANNED struct {
     GC_toggleref_func toggleref;
     uintptr_t *toggles;         /* hidden pointers; bit 0 set: strong      */
     size_t toggles_len, toggles_cap;
+    /* Disclaim procedures, per kind, and the objects a collection found
+     * dead in their kinds (kept marked until after the restart). */
+    GC_disclaim_proc disclaim[MAX_KINDS];
+    uint8_t disclaim_all[MAX_KINDS];    /* mark_from_all                    */
+    unsigned disclaim_kinds;            /* kinds with a procedure           */
+    void **disclaimed;
+    size_t disclaimed_len, disclaimed_cap;
+    int finalized_kind;                 /* GC_finalized_malloc's, or -1     */
 } fz = {
     .fins = { .entry = sizeof(struct fin_entry) },
     .links = { { .entry = sizeof(struct link_entry) }, { .entry = sizeof(struct link_entry) } },
     .bytes_per_finalizer = 10000,
+    .finalized_kind = -1,
 };
 
 /* Set while the queue is not empty: the allocation slow path reads it
@@ -521,6 +531,176 @@ void lf_finalize_before_stop(void)
 }
 
 /* ------------------------------------------------------------------ */
+/* Disclaim procedures (gc_disclaim.h)                                  */
+
+uint8_t lf_disclaim_tracked[MAX_KINDS];
+
+/* Which slots of a disclaim kind hold objects: a slot that is neither
+ * free (no canary) nor allocated may be one the lazy sweep has not handed
+ * out yet.  Several threads set bits of one bitmap word. */
+void lf_disclaim_track(void *p, bool allocated)
+{
+    struct region *r = region_of(p);
+    uint64_t bit = lowfat_slot_number(p) - r->q0;
+    uint64_t mask = 1ull << (bit & 63);
+    if (allocated)
+        __atomic_fetch_or(&r->alloc_bits[bit >> 6], mask, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(&r->alloc_bits[bit >> 6], ~mask, __ATOMIC_RELAXED);
+}
+
+/* Call fn(base, len) for every object allocated since its kind got a
+ * disclaim procedure (only mark_from_all kinds if asked). */
+static void each_disclaim_object(bool only_all, void (*fn)(uintptr_t base, uint64_t len))
+{
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        if (!r->mapped)
+            continue;
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            struct span *s = &r->spans[j];
+            if (s->state == SPAN_UNUSED || !fz.disclaim[s->kind] ||
+                (only_all && !fz.disclaim_all[s->kind]))
+                continue;
+            uint64_t qa, qb;
+            lf_span_slots(r, j, &qa, &qb);
+            for (uint64_t q = qa; q < qb; q++) {
+                uint64_t bit = q - r->q0;
+                if ((r->alloc_bits[bit >> 6] >> (bit & 63)) & 1)
+                    fn(q * r->size, r->large ? s->obj_bytes : r->size);
+            }
+        }
+    }
+}
+
+static void push_contents(uintptr_t base, uint64_t len)
+{
+    const struct kind *k = &lf_kinds[lf_chunk_map[base >> CHUNK_SHIFT] - 1];
+    uint64_t scan = kind_scan_len(k, (const void *)base, len);
+    if (scan)
+        lf_mark_push((const void *)base, (const void *)(base + scan));
+}
+
+/* Roots: what objects of mark_from_all kinds reach, dead or alive. */
+static void disclaim_mark_from_all(void)
+{
+    each_disclaim_object(true, push_contents);
+}
+
+static void note_disclaimed(uintptr_t base, uint64_t len)
+{
+    (void)len;
+    if (lf_mark_is_set((void *)base))
+        return;
+    if (fz.disclaimed_len == fz.disclaimed_cap) {
+        size_t cap = fz.disclaimed_cap ? 2 * fz.disclaimed_cap : 1024;
+        void **n = map_bytes(cap * sizeof *n);
+        if (!n) {
+            lf_disclaim_track((void *)base, false);
+            return;                     /* reclaimed without its procedure */
+        }
+        if (fz.disclaimed) {
+            memcpy(n, fz.disclaimed, fz.disclaimed_len * sizeof *n);
+            munmap(fz.disclaimed, fz.disclaimed_cap * sizeof *n);
+        }
+        fz.disclaimed = n;
+        fz.disclaimed_cap = cap;
+    }
+    fz.disclaimed[fz.disclaimed_len++] = (void *)base;
+}
+
+/* After the finalizers are decided: dead objects of kinds with a disclaim
+ * procedure survive this collection, with what they reach, until their
+ * procedure has been asked (after the restart). */
+static void disclaim_after_mark(void)
+{
+    fz.disclaimed_len = 0;
+    each_disclaim_object(false, note_disclaimed);
+    if (!fz.disclaimed_len)
+        return;
+    lf_mark_serial(true);
+    for (size_t i = 0; i < fz.disclaimed_len; i++) {
+        lf_mark_contents(fz.disclaimed[i], false);
+        lf_mark_set(fz.disclaimed[i]);
+    }
+    lf_mark_finish();
+    lf_mark_serial(false);
+}
+
+/* Lock held, world running: ask each procedure; those that return 0 let
+ * their object go now. */
+static void disclaim_after_restart(void)
+{
+    for (size_t i = 0; i < fz.disclaimed_len; i++) {
+        void *obj = fz.disclaimed[i];
+        unsigned kind = lf_chunk_map[(uintptr_t)obj >> CHUNK_SHIFT] - 1;
+        if (!fz.disclaim[kind](obj))
+            lf_free_held(obj);
+    }
+    fz.disclaimed_len = 0;
+}
+
+LFGC_EXPORT void GC_register_disclaim_proc(int kind, GC_disclaim_proc proc, int mark_from_all)
+{
+    lf_ensure_init();
+    if (kind < 0 || !lf_kind_valid((unsigned)kind) || !proc) {
+        lf_warn("GC Warning: GC_register_disclaim_proc: kind %p does not exist, or no "
+                "procedure; ignored\n", (uintptr_t)kind);
+        return;
+    }
+    lock();
+    if (!fz.disclaim[kind])
+        fz.disclaim_kinds++;
+    lf_disclaim_tracked[kind] = 1;
+    fz.disclaim[kind] = proc;
+    fz.disclaim_all[kind] = mark_from_all != 0;
+    unlock();
+}
+
+/* GC_finalized_malloc's objects: a word before the program's part holds
+ * the closure, tagged with bit 0 until its procedure has run (the tagged
+ * word still points into the closure, which it keeps alive). */
+static int finalized_disclaim(void *obj)
+{
+    uintptr_t *w = obj;
+    if (w[0] & 1) {
+        const struct GC_finalizer_closure *fc = (void *)(w[0] & ~(uintptr_t)1);
+        w[0] = 0;
+        fc->proc(w + 1, fc->cd);
+    }
+    return 0;
+}
+
+static pthread_once_t finalized_once = PTHREAD_ONCE_INIT;
+
+static void make_finalized_kind(void)
+{
+    int k = lf_kind_new(SCAN_CONSERVATIVE, 0, NULL, 0, true, false);
+    if (k < 0)
+        return;
+    GC_register_disclaim_proc(k, finalized_disclaim, 1);
+    fz.finalized_kind = k;
+}
+
+LFGC_EXPORT void GC_init_finalized_malloc(void)
+{
+    lf_ensure_init();
+    pthread_once(&finalized_once, make_finalized_kind);
+}
+
+LFGC_EXPORT void *GC_finalized_malloc(size_t bytes, const struct GC_finalizer_closure *fc)
+{
+    GC_init_finalized_malloc();
+    if (fz.finalized_kind < 0 || bytes > SIZE_MAX - sizeof(uintptr_t))
+        return lf_oom(bytes);
+    uintptr_t *p = lf_alloc_kind(bytes + sizeof(uintptr_t), (unsigned)fz.finalized_kind);
+    if (!p)
+        return NULL;
+    p[0] = (uintptr_t)fc | 1;
+    return p + 1;
+}
+
+/* ------------------------------------------------------------------ */
 /* The collection                                                       */
 
 /* Roots, world stopped: client data of every registration, the queue
@@ -537,6 +717,8 @@ void lf_finalize_mark_roots(void)
     }
     if (fz.len > fz.head)
         lf_mark_push(&fz.queue[fz.head], &fz.queue[fz.len]);
+    if (fz.disclaim_kinds)
+        disclaim_mark_from_all();
     for (size_t i = 0; i < fz.toggles_len; i++) {
         if (toggle_strong(fz.toggles[i])) {
             void *obj = toggle_obj(fz.toggles[i]);
@@ -691,8 +873,11 @@ void lf_finalize_after_mark(void)
     for (size_t i = 0; i < fz.toggles_len; i++)
         if (fz.toggles[i] && !lf_mark_is_set(toggle_obj(fz.toggles[i])))
             fz.toggles[i] = 0;
-    if (!fz.fins.used && !fz.links[0].used && !fz.links[1].used)
+    if (!fz.fins.used && !fz.links[0].used && !fz.links[1].used) {
+        if (fz.disclaim_kinds)
+            disclaim_after_mark();
         return;
+    }
     links_disappear(0);
     if (fz.fins.used) {
         lf_mark_serial(true);
@@ -702,11 +887,15 @@ void lf_finalize_after_mark(void)
     links_disappear(1);
     links_drop_dangling(0);
     links_drop_dangling(1);
+    if (fz.disclaim_kinds)
+        disclaim_after_mark();
 }
 
 /* After the world restarts, lock held. */
 void lf_finalize_after_restart(void)
 {
+    if (fz.disclaimed_len)
+        disclaim_after_restart();
     if (fz.await)
         for (size_t q = fz.len - fz.queued_now; q < fz.len; q++)
             fz.await(fz.queue[q].obj);

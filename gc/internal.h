@@ -302,6 +302,7 @@ extern size_t lf_extra_bytes;
 void lf_alloc_init(void);
 void *lf_alloc_kind(size_t bytes, unsigned kind);
 void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind);
+bool lf_free_held(void *p);                          /* GC_free, lock held */
 void lf_caches_discard(void);
 extern volatile AO_t lf_gc_pending;
 void lf_sweepers_hold(void);
@@ -382,6 +383,10 @@ void lf_finalize_after_mark(void);      /* world stopped, marks final */
 void lf_finalize_after_restart(void);   /* lock held                  */
 void lf_finalize_due(void);             /* lock not held              */
 void lf_finalize_forget(void *p, size_t bytes);  /* GC_free, lock held */
+/* Kinds with a disclaim procedure: their objects in use are recorded in
+ * the regions' alloc_bits (set by lf_alloc_kind, cleared by frees). */
+extern uint8_t lf_disclaim_tracked[MAX_KINDS];
+void lf_disclaim_track(void *p, bool allocated);
 uint64_t lf_finalize_queued_bytes(void);   /* by the last collection      */
 bool lf_finalize_wants_collection(uint64_t allocd);   /* before growing  */
 

@@ -674,10 +674,13 @@ void lf_mark_contents(const void *p, bool skip_self)
 {
     struct region *r;
     uint64_t q;
-    if (!object_of(p, &r, &q) || lf_kinds[lf_chunk_map[(q * r->size) >> CHUNK_SHIFT] - 1].ptrfree)
+    if (!object_of(p, &r, &q))
         return;
+    const struct kind *k = &lf_kinds[lf_chunk_map[(q * r->size) >> CHUNK_SHIFT] - 1];
     uintptr_t base = q * r->size, end = object_end(base);
     uintptr_t skip = skip_self ? end - base : 0;
+    /* What the marker would scan of it: its kind says how much. */
+    end = base + kind_scan_len(k, (const void *)base, end - base);
     struct marker *m = &markers[0];
     for (const uintptr_t *w = (const uintptr_t *)base; (uintptr_t)(w + 1) <= end; w++) {
         if (*w - base < skip)

@@ -886,3 +886,98 @@ Test(fin, finalizing_everything_keeps_the_heap_small, .timeout = 120)
     cr_log_info("heap grew by %zu bytes", grown);
     cr_assert_leq(grown, 30 * MiB, "the heap grew by %zu bytes", grown);
 }
+
+/* ------------------------------------------------------------------ */
+/* Disclaim procedures and finalized allocation (gc_disclaim.h)         */
+
+#include "gc_disclaim.h"
+
+static _Atomic int closure_runs, closure_bad;
+static void closure_proc(void *obj, void *cd)
+{
+    struct node *n = obj;
+    if (cd != (void *)0xc105 || !node_intact(n, n->id) || (n->next && !node_intact(n->next, n->next->id)))
+        closure_bad++;
+    closure_runs++;
+}
+static const struct GC_finalizer_closure closure = { closure_proc, (void *)0xc105 };
+
+static TU_NOINLINE GC_hidden_pointer new_finalized(uint64_t id, GC_hidden_pointer next)
+{
+    struct node *n = GC_finalized_malloc(sizeof *n, &closure);
+    cr_assert(n);
+    cr_assert(GC_base(n) == (char *)n - sizeof(void *), "GC_base is not one word before");
+    fill(n, id);
+    n->next = next ? GC_REVEAL_POINTER(next) : NULL;
+    return tu_hide(n);
+}
+
+static TU_NOINLINE int base_live(GC_hidden_pointer h)
+{
+    return lfgc_is_live((char *)GC_REVEAL_POINTER(h) - sizeof(void *));
+}
+
+Test(fin, finalized_malloc_runs_once_and_reclaims)
+{
+    GC_init_finalized_malloc();
+    GC_hidden_pointer kept = new_finalized(160, 0);
+    tu_store(&roots[8], kept, 0);
+    GC_hidden_pointer referent = new_target();
+    GC_hidden_pointer dead = new_finalized(161, referent);
+    /* mark_from_all: what the dead object reaches counts as reachable in
+     * that collection, so a short link to it is not cleared then. */
+    cr_assert_eq(reg_short(&link_c, referent), GC_SUCCESS);
+    tu_collect();
+    cr_assert_not_null(link_c, "a link to what a finalized object reaches was cleared early");
+    cr_assert_eq(closure_runs, 1, "%d closures ran", closure_runs);
+    cr_assert_eq(closure_bad, 0, "the closure saw a damaged object or referent");
+    cr_assert_not(base_live(dead), "a finalized object outlived its closure");
+    cr_assert(base_live(kept) && intact(kept, 160), "a reachable finalized object was disclaimed");
+    tu_collect();
+    cr_assert_eq(closure_runs, 1, "a closure ran twice");
+    cr_assert_not(tu_live(referent), "what a disclaimed object reached was never reclaimed");
+    cr_assert_null(link_c, "the link outlived its object");
+    roots[8] = NULL;
+    tu_collect();
+    cr_assert_eq(closure_runs, 2);
+}
+
+static _Atomic int disclaim_calls;
+static _Atomic int disclaim_keep = 1;
+static int keep_disclaim(void *obj)
+{
+    if (!node_intact(obj, 170))
+        closure_bad++;
+    disclaim_calls++;
+    return disclaim_keep;
+}
+
+static TU_NOINLINE GC_hidden_pointer new_of_kind(int kind, GC_hidden_pointer next)
+{
+    struct node *n = GC_generic_malloc(sizeof *n, kind);
+    cr_assert(n);
+    fill(n, 170);
+    n->next = GC_REVEAL_POINTER(next);
+    return tu_hide(n);
+}
+
+Test(fin, disclaim_proc_keeps_or_releases)
+{
+    int kind = (int)GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 1);
+    GC_register_disclaim_proc(kind, keep_disclaim, 0);
+    GC_hidden_pointer t = new_target();
+    GC_hidden_pointer h = new_of_kind(kind, t);
+    tu_collect();
+    cr_assert_eq(disclaim_calls, 1, "%d calls", disclaim_calls);
+    cr_assert(tu_live(h) && intact(h, 170), "an object its procedure kept was reclaimed");
+    cr_assert(tu_live(t) && intact(t, 110), "what a kept object points to was reclaimed");
+    disclaim_keep = 0;
+    tu_collect();
+    cr_assert_eq(disclaim_calls, 2);
+    cr_assert_not(tu_live(h), "an object its procedure let go was kept");
+    cr_assert_eq(closure_bad, 0);
+    tu_warn_reset();
+    GC_set_warn_proc(tu_warn_proc);
+    GC_register_disclaim_proc(200, keep_disclaim, 0);
+    cr_assert_eq(tu_warn_count, 1, "a kind that does not exist was accepted silently");
+}

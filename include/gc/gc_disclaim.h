@@ -1,0 +1,2 @@
+/* gc/gc_disclaim.h: where bdwgc's programs look for it. */
+#include "../gc_disclaim.h"
