@@ -1031,7 +1031,7 @@ static void free_object(void *p)
     unsigned kind = s->kind;
     struct thread_cache *tc = lf_tl_cache;
     struct kind_cache *kc;
-    if (r->large || !kind_cached(kind) || lf_finalize_entries() ||
+    if (r->large || !kind_cached(kind) || lf_finalize_entries() || lf_disclaim_tracked[kind] ||
         !(kc = kind_cache_get(tc, kind))) {
         free_locked(p);
         return;
