@@ -88,10 +88,23 @@ static void init_once_fn(void)
     lf_gc_initialized = true;
 }
 
+/* The regions are reserved once, by the first of the library's
+ * constructor and the first allocation: code that runs before the
+ * constructor (the program's preinit functions, the constructors of
+ * libraries initialised earlier, the dynamic linker) may allocate. */
+static pthread_once_t layout_once = PTHREAD_ONCE_INIT;
+
+static void layout_once_fn(void)
+{
+    lf_layout_ok = lf_layout_init() && lf_blacklist_init();
+    lf_roots_init();
+}
+
 void lf_ensure_init(void)
 {
     if (likely(lf_gc_initialized))
         return;
+    pthread_once(&layout_once, layout_once_fn);
     pthread_once(&init_once, init_once_fn);
 }
 
@@ -99,8 +112,7 @@ void lf_ensure_init(void)
  * maps anything else. */
 __attribute__((constructor(101))) static void lfgc_load(void)
 {
-    lf_layout_ok = lf_layout_init() && lf_blacklist_init();
-    lf_roots_init();
+    pthread_once(&layout_once, layout_once_fn);
 }
 
 /* ------------------------------------------------------------------ */
