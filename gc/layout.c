@@ -5,10 +5,12 @@
  * already mapped is clobbered.  Per-region metadata (mark bitmaps, span
  * table) is mapped the same way when a region is first used.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -53,6 +55,8 @@ LFGC_EXPORT const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE] = {
 #pragma GCC diagnostic pop
 
 LFGC_EXPORT uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
+/* What programs built with this layout's lowfat.h refer to (see there). */
+LFGC_EXPORT const char LOWFAT_LAYOUT_ID(LOWFAT_REGION_SHIFT, LOWFAT_FIRST_REGION);
 
 LF_UNSCANNED struct region lf_regions[NUM_CLASSES];
 uint8_t *lf_chunk_map;
@@ -137,8 +141,61 @@ static uint64_t successor_partial_chunk(size_t i)
     return (base >> CHUNK_SHIFT) - ((uint64_t)i << (LOWFAT_REGION_SHIFT - CHUNK_SHIFT));
 }
 
+/* One copy of lfgc per process: two would both own the fixed regions.
+ * The first to load maps this page just below the heap and writes its
+ * name there; a second copy finds the page taken and says whose it is,
+ * rather than only that a region is taken.  (The page is the program's
+ * non-fat region's last; nothing maps there in practice.) */
+#define OWNER_MAGIC "lfgc heap owner"
+struct heap_owner {
+    char magic[16];
+    char path[PAGE_SIZE - 16];
+};
+
+static const char *own_path(void)
+{
+    Dl_info di;
+    if (dladdr((void *)(uintptr_t)&lf_layout_init, &di) && di.dli_fname && di.dli_fname[0])
+        return di.dli_fname;
+    return "the program (linked with liblfgc.a)";
+}
+
+static bool claim_heap(void)
+{
+    void *want = (void *)(LOWFAT_HEAP_START - PAGE_SIZE);
+    void *got = mmap(want, PAGE_SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got == want) {
+        struct heap_owner *o = got;
+        memcpy(o->magic, OWNER_MAGIC, sizeof OWNER_MAGIC);
+        snprintf(o->path, sizeof o->path, "%s", own_path());
+        mprotect(got, PAGE_SIZE, PROT_READ);
+        return true;
+    }
+    if (got != MAP_FAILED)           /* old kernel: the flag was a hint */
+        munmap(got, PAGE_SIZE);
+    /* Read whatever is there without faulting on it. */
+    struct heap_owner o;
+    struct iovec local = { &o, sizeof o }, remote = { want, sizeof o };
+    if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof o &&
+        memcmp(o.magic, OWNER_MAGIC, sizeof OWNER_MAGIC) == 0) {
+        o.path[sizeof o.path - 1] = 0;
+        fprintf(stderr,
+                "lfgc: another copy of lfgc already owns the heap of this process: %s.\n"
+                "lfgc: this copy (%s) is not used, and allocation through it fails.\n"
+                "lfgc: a process must load lfgc once: link with liblfgc.so.0 (libgc.so.1 "
+                "and liblfgc-malloc.so use it), never also with a second copy such as "
+                "liblfgc.a in a shared library.\n", o.path, own_path());
+        return false;
+    }
+    /* Someone else's page: the regions will tell whether they are free. */
+    return true;
+}
+
 bool lf_layout_init(void)
 {
+    if (!claim_heap())
+        return false;
     uint64_t chunk_map_bytes = LOWFAT_HEAP_END >> CHUNK_SHIFT;
     lf_chunk_map = map_noreserve(chunk_map_bytes);
     if (!lf_chunk_map) {

@@ -31,6 +31,26 @@ extern "C" {
 #define LOWFAT_HEAP_END \
     ((uint64_t)(LOWFAT_FIRST_REGION + LOWFAT_NUM_CLASSES) << LOWFAT_REGION_SHIFT)
 
+/* Layout guard.  The functions below compute with this header's layout;
+ * the library must have been built for the same one, or they give wrong
+ * answers in silence.  So every program that includes this header refers
+ * to lfgc_layout_<shift>_<first region>, which only a library built for
+ * that layout defines: against another, the link fails with "undefined
+ * reference to `lfgc_layout_28_1'" (say).  The reference is one word in a
+ * section that all translation units share (a COMDAT group) and that
+ * --gc-sections keeps. */
+#define LOWFAT_LAYOUT_ID_(s, f) lfgc_layout_##s##_##f
+#define LOWFAT_LAYOUT_ID(s, f)  LOWFAT_LAYOUT_ID_(s, f)
+#define LOWFAT_STR_(x) #x
+#define LOWFAT_STR(x)  LOWFAT_STR_(x)
+#ifndef LFGC_BUILDING
+__asm__(".pushsection .lfgc_layout,\"awGR\",@progbits,lfgc_layout_ref,comdat\n\t"
+        ".balign 8\n\t"
+        ".quad lfgc_layout_" LOWFAT_STR(LOWFAT_REGION_SHIFT) "_"
+        LOWFAT_STR(LOWFAT_FIRST_REGION) "\n\t"
+        ".popsection");
+#endif
+
 /* lowfat_sizes[i]: object size of region i, SIZE_MAX for a non-fat region.
  * lowfat_magics[i]: 2^64 / size (+1 unless size is a power of two, where the
  * quotient is exact), 0 for a non-fat region, so that lowfat_base() of a
