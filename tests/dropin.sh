@@ -5,7 +5,8 @@
 #    -lgc), runs on bdwgc and then with LD_LIBRARY_PATH pointing at the
 #    build tree's .libs (where libgc.so.1 and liblfgc.so.0 are): same
 #    stdout, and its stderr shows it ran on lfgc (lfgc_get_stats found,
-#    liblfgc.so mapped, bdwgc's libgc.so.1 not mapped).
+#    liblfgc.so mapped, bdwgc's libgc.so.1 not mapped).  The same for a C++
+#    program built against bdwgc's gc_cpp.h and libgccpp.so.1.
 # 2. Debian's mmv renames a few hundred files, and w3m -dump renders an
 #    HTML page, on bdwgc and on lfgc (scripts/lfgc-run): same output and
 #    same resulting files; the loader's own log (LD_DEBUG) shows that the
@@ -17,6 +18,7 @@ set -u
 top_builddir="${top_builddir:-.}"
 top_srcdir="${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}"
 CC="${CC:-cc}"
+CXX="${CXX:-c++}"
 libs="$(cd "$top_builddir/.libs" && pwd)"
 status=0
 
@@ -54,6 +56,7 @@ ensure_packages() {
 
 test -e "$libs/libgc.so.1" || { echo "FAIL: $libs/libgc.so.1 not built" >&2; exit 1; }
 test -e "$libs/liblfgc.so.0" || { echo "FAIL: $libs/liblfgc.so.0 not built" >&2; exit 1; }
+test -e "$libs/libgccpp.so.1" || { echo "FAIL: $libs/libgccpp.so.1 not built" >&2; exit 1; }
 # A program's copy-relocated data (GC_dont_gc, ...) is the only copy: liblfgc
 # must reach its exported data through the GOT, never bind them to itself.
 readelf -dW "$libs/liblfgc.so.0" | grep -q -E 'SYMBOLIC|FLAGS.*BIND_SYMBOLIC' &&
@@ -114,6 +117,22 @@ if ! cmp -s "$work/bdw.out" "$work/lf.out"; then
 fi
 grep -q '^list checksum intact: yes$' "$work/lf.out" || fail "bdwgc_client: live data damaged"
 
+# --- 1b. A C++ program built against bdwgc's gc_cpp.h and libgccpp -----
+cxxprog="$work/bdwgc_cpp_client"
+if ! $CXX -O1 -o "$cxxprog" "$top_srcdir/tests/dropin/bdwgc_cpp_client.cc" \
+        -lgccpp -lgc 2>"$work/cxx.err"; then
+    cat "$work/cxx.err" >&2
+    fail "cannot build tests/dropin/bdwgc_cpp_client.cc against bdwgc"
+else
+    "$cxxprog" >"$work/cbdw.out" 2>"$work/cbdw.err" || fail "bdwgc_cpp_client failed on bdwgc"
+    LD_LIBRARY_PATH="$libs" "$cxxprog" >"$work/clf.out" 2>"$work/clf.err" ||
+        fail "bdwgc_cpp_client failed on lfgc: $(cat "$work/clf.err")"
+    grep -q '^collector: lfgc$' "$work/clf.err" || fail "bdwgc_cpp_client did not run on lfgc"
+    cmp -s "$work/cbdw.out" "$work/clf.out" ||
+        { fail "bdwgc_cpp_client prints differently on lfgc"; diff "$work/cbdw.out" "$work/clf.out" >&2; }
+    grep -q '^vector and map intact: yes$' "$work/clf.out" || fail "bdwgc_cpp_client: live data damaged"
+fi
+
 # --- 2. mmv: rename 300 files ------------------------------------------
 for c in bdw lf; do
     mkdir -p "$work/mmv-$c"
@@ -164,5 +183,5 @@ if ! cmp -s "$work/w3m-bdw.out" "$work/w3m-lf.out"; then
     diff "$work/w3m-bdw.out" "$work/w3m-lf.out" | head -20 >&2
 fi
 
-test $status = 0 && echo "PASS: bdwgc_client, mmv (300 renames) and w3m -dump run on lfgc's libgc.so.1, output as on bdwgc"
+test $status = 0 && echo "PASS: bdwgc_client, bdwgc_cpp_client, mmv (300 renames) and w3m -dump run on lfgc's libgc.so.1, output as on bdwgc"
 exit $status
