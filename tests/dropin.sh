@@ -91,31 +91,37 @@ check_loader_log() {
     return 0
 }
 
-# --- 1. A program built against bdwgc ----------------------------------
-prog="$work/bdwgc_client"
-# Debian's headers only: lfgc's include/ is not on the path.
-if ! $CC -O1 -Wno-deprecated-declarations -o "$prog" \
-        "$top_srcdir/tests/dropin/bdwgc_client.c" -lgc 2>"$work/cc.err"; then
-    cat "$work/cc.err" >&2
-    fail "cannot build tests/dropin/bdwgc_client.c against bdwgc"
-    exit 1
-fi
-ldd "$prog" | grep -q "libgc.so.1 => $bdwgc" ||
-    fail "bdwgc_client does not link the system's libgc.so.1"
-"$prog" >"$work/bdw.out" 2>"$work/bdw.err" || fail "bdwgc_client failed on bdwgc"
-grep -q '^collector: bdwgc$' "$work/bdw.err" || fail "the bdwgc run did not run on bdwgc"
-LD_LIBRARY_PATH="$libs" "$prog" >"$work/lf.out" 2>"$work/lf.err" ||
-    fail "bdwgc_client failed on lfgc: $(cat "$work/lf.err")"
-grep -q '^collector: lfgc$' "$work/lf.err" || fail "bdwgc_client did not run on lfgc"
-grep -q "^maps: $libs/liblfgc.so" "$work/lf.err" || fail "liblfgc.so not mapped in bdwgc_client"
-grep -q "^maps: $libs/libgc.so.1" "$work/lf.err" || fail "lfgc's libgc.so.1 not mapped"
-grep "^maps: " "$work/lf.err" | grep -v "^maps: $libs/" >&2 &&
-    fail "a second collector is mapped in bdwgc_client"
-if ! cmp -s "$work/bdw.out" "$work/lf.out"; then
-    fail "bdwgc_client prints differently on lfgc"
-    diff "$work/bdw.out" "$work/lf.out" >&2
-fi
-grep -q '^list checksum intact: yes$' "$work/lf.out" || fail "bdwgc_client: live data damaged"
+# --- 1. A program built against bdwgc (plain, then with -DGC_DEBUG) ----
+run_client() {
+    flags=$1
+    prog="$work/bdwgc_client$flags"
+    # Debian's headers only: lfgc's include/ is not on the path.
+    # shellcheck disable=SC2086 # flags is empty or one word
+    if ! $CC -O1 -Wno-deprecated-declarations $flags -o "$prog" \
+            "$top_srcdir/tests/dropin/bdwgc_client.c" -lgc 2>"$work/cc.err"; then
+        cat "$work/cc.err" >&2
+        fail "cannot build tests/dropin/bdwgc_client.c ($flags) against bdwgc"
+        return
+    fi
+    ldd "$prog" | grep -q "libgc.so.1 => $bdwgc" ||
+        fail "bdwgc_client$flags does not link the system's libgc.so.1"
+    "$prog" >"$work/bdw.out" 2>"$work/bdw.err" || fail "bdwgc_client$flags failed on bdwgc"
+    grep -q '^collector: bdwgc$' "$work/bdw.err" || fail "the bdwgc run did not run on bdwgc"
+    LD_LIBRARY_PATH="$libs" "$prog" >"$work/lf.out" 2>"$work/lf.err" ||
+        fail "bdwgc_client$flags failed on lfgc: $(cat "$work/lf.err")"
+    grep -q '^collector: lfgc$' "$work/lf.err" || fail "bdwgc_client$flags did not run on lfgc"
+    grep -q "^maps: $libs/liblfgc.so" "$work/lf.err" || fail "liblfgc.so not mapped in bdwgc_client$flags"
+    grep -q "^maps: $libs/libgc.so.1" "$work/lf.err" || fail "lfgc's libgc.so.1 not mapped"
+    grep "^maps: " "$work/lf.err" | grep -v "^maps: $libs/" >&2 &&
+        fail "a second collector is mapped in bdwgc_client$flags"
+    if ! cmp -s "$work/bdw.out" "$work/lf.out"; then
+        fail "bdwgc_client$flags prints differently on lfgc"
+        diff "$work/bdw.out" "$work/lf.out" >&2
+    fi
+    grep -q '^list checksum intact: yes$' "$work/lf.out" || fail "bdwgc_client$flags: live data damaged"
+}
+run_client ""
+run_client -DGC_DEBUG
 
 # --- 1b. A C++ program built against bdwgc's gc_cpp.h and libgccpp -----
 cxxprog="$work/bdwgc_cpp_client"
@@ -183,5 +189,5 @@ if ! cmp -s "$work/w3m-bdw.out" "$work/w3m-lf.out"; then
     diff "$work/w3m-bdw.out" "$work/w3m-lf.out" | head -20 >&2
 fi
 
-test $status = 0 && echo "PASS: bdwgc_client, bdwgc_cpp_client, mmv (300 renames) and w3m -dump run on lfgc's libgc.so.1, output as on bdwgc"
+test $status = 0 && echo "PASS: bdwgc_client (plain and -DGC_DEBUG), bdwgc_cpp_client, mmv (300 renames) and w3m -dump run on lfgc's libgc.so.1, output as on bdwgc"
 exit $status
