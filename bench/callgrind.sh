@@ -3,7 +3,7 @@
 #
 #   bench/callgrind.sh            (make bench runs it in a full run)
 #
-# valgrind cannot map lfgc's default heap (32 GiB..2 TiB), so lfgc is built a
+# valgrind cannot map lfgc's default heap (16..18 TiB), so lfgc is built a
 # second time with ./configure --enable-valgrind-layout, in
 # $abs_top_builddir/bench/build/vg (from a copy of the sources: a source tree
 # that is itself configured cannot host a VPATH build).  Then

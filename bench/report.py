@@ -634,7 +634,7 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
           "--dump-instr=yes` on small fixed workloads "
           "(`bench/workloads/cg_probe.c`, run by `bench/callgrind.sh`), "
           "lfgc built a second time with `--enable-valgrind-layout` "
-          "(valgrind cannot map the default heap at 32 GiB..2 TiB), one "
+          "(valgrind cannot map the default heap at 16..18 TiB), one "
           "marker thread for both collectors. `alloc_fast_path`: starting "
           "from `GC_malloc`, every function called on at least 90% of its "
           "calls, counting the instructions executed on at least half of "

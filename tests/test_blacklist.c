@@ -23,13 +23,18 @@
 #define PLANT_NODE 9        /* 160 bytes */
 
 /* Static data, scanned as a root from the start: two words that hold two
- * small 32-bit integers each in the default layout ((40 << 32) | 8 and
- * (80 << 32) | 40), pointing 8 bytes into the first slot of classes 4
- * and 9. */
+ * 32-bit integers each ((4128 << 32) | 8 and (4168 << 32) | 40 in the
+ * default layout, (40 << 32) | 8 and (80 << 32) | 40 with the heap at
+ * 32 GiB), pointing 8 bytes into the first slot of classes 4 and 9. */
 uint64_t tb_planted[2] __attribute__((used)) = {
     REGION_OF(PLANT_HEAD) + 8,
     REGION_OF(PLANT_NODE) + 40,
 };
+
+/* A word into the third chunk of class 14's region: no pair of small
+ * integers, but there before the first allocation. */
+#define PLANT_MID 14        /* 320 bytes */
+uint64_t tb_planted_mid __attribute__((used)) = REGION_OF(PLANT_MID) + 2 * CHUNK + 100;
 
 /* A word set at run time, in static data. */
 volatile uint64_t tb_runtime_word;
@@ -251,4 +256,37 @@ Test(blacklist, pair_written_after_allocation_does_not_pin)
     cr_assert(lfgc_is_live(keep));
     cr_assert_eq(tu_check_bytes(keep, tu_class_sizes[LATE_CLASS] - 1, 9),
                  tu_class_sizes[LATE_CLASS] - 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* A word there before the first allocation, ahead of the frontier     */
+
+static void **tb_mid_keep;          /* a root */
+
+/* The start-up scan sees tb_planted_mid before anything is allocated:
+ * the chunk it points into is passed by, even with collections off. */
+Test(blacklist, static_word_seen_before_first_allocation)
+{
+    GC_INIT();
+    unsigned n = 4 * (unsigned)(CHUNK / tu_class_sizes[PLANT_MID]);
+    GC_disable();
+    tb_mid_keep = GC_malloc(n * sizeof(void *));
+    cr_assert_not_null(tb_mid_keep);
+    unsigned in_chunk = 0, past = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t *p = GC_malloc(tu_class_sizes[PLANT_MID] - 1);
+        cr_assert_not_null(p);
+        p[0] = tu_pattern(i, 0);
+        tb_mid_keep[i] = p;
+        uint64_t chunk = ((uintptr_t)p - REGION_OF(PLANT_MID)) / CHUNK;
+        in_chunk += chunk == 2;
+        past += chunk > 2;
+    }
+    GC_enable();
+    cr_assert_gt(past, 0, "the allocation did not pass the chunk");
+    cr_assert_eq(in_chunk, 0, "%u objects in the chunk a static word points into", in_chunk);
+    cr_assert_null(GC_base((void *)(uintptr_t)tb_planted_mid));
+    tu_collect();
+    for (unsigned i = 0; i < n; i++)
+        cr_assert_eq(*(uint64_t *)tb_mid_keep[i], tu_pattern(i, 0), "object %u corrupted", i);
 }
