@@ -441,10 +441,21 @@ static inline int nocancel_begin(void)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
     return old;
 }
+/* glibc (2.36 here) acts on a pending request at once when the state
+ * comes back to enabled with the asynchronous type (a thread interrupted
+ * inside read() has it), but without storing PTHREAD_CANCELED: pthread_join
+ * then returns whatever the descriptor held, perhaps the result of the
+ * exited thread whose cached descriptor this one reuses.  So the state
+ * comes back under the deferred type, and restoring the type acts on the
+ * request, storing the result.  Safe in a signal handler: both calls are
+ * only atomic operations on the thread's own flags. */
 static inline void nocancel_end(int old)
 {
-    int ignored;
+    int type, ignored;
+    pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
     pthread_setcancelstate(old, &ignored);
+    if (type != PTHREAD_CANCEL_DEFERRED)
+        pthread_setcanceltype(type, &ignored);
 }
 
 /* ------------------------------------------------------------------ */

@@ -308,9 +308,9 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
     /* A stopped thread must not unwind while the collector scans its
      * stack: sigsuspend below is a cancellation point.  (glibc's
      * pthread_setcancelstate is only atomic operations on the thread's
-     * own flags: safe in a handler.) */
-    int cancel;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+     * own flags: safe in a handler.)  A request that comes meanwhile
+     * takes effect at nocancel_end, with PTHREAD_CANCELED as the result. */
+    int cancel = nocancel_begin();
     AO_t epoch = AO_load_full(&world_epoch);
     bool external = __atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE);
     memcpy(me->regs, uc->uc_mcontext.gregs, sizeof me->regs);
@@ -330,7 +330,7 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
     } else
         while (AO_load_full(&world_epoch) == epoch)
             sigsuspend(&wait);
-    pthread_setcancelstate(cancel, &cancel);
+    nocancel_end(cancel);
     errno = saved_errno;
 }
 

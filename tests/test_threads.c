@@ -1876,6 +1876,76 @@ Test(threads, detached_and_cancelled_threads, .timeout = 60)
     heap_bounded("detached", total0, 24 * MiB, 16 * MiB);
 }
 
+/* A thread blocked in read() (asynchronous cancellation type there) and
+ * stopped in the suspend handler, where cancellation is off, when it is
+ * cancelled: the request takes effect once the handler turns cancellation
+ * back on, and the join must still return PTHREAD_CANCELED.  The thread
+ * before it returns a value of its own: glibc reuses its cached descriptor,
+ * and a result that was never stored reads as that value.  A collection
+ * stops the thread the same way, briefly; GC_suspend_thread holds it
+ * there so that the cancellation surely comes inside the handler. */
+
+#define CS_ROUNDS 10
+
+static atomic_long cs_tid;
+
+static void *cs_previous(void *arg)
+{
+    return arg;
+}
+
+static void *cs_reader(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    atomic_store(&cs_tid, (long)gettid());
+    char c;
+    for (;;)
+        (void)!read(fd, &c, 1);
+    return NULL;
+}
+
+Test(threads, cancelled_while_stopped_joins_canceled, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    int in_read = 0;
+    for (int round = 0; round < CS_ROUNDS; round++) {
+        pthread_t prev;
+        start_thread(&prev, cs_previous, (void *)(uintptr_t)0x5eed0);
+        cr_assert_eq(join_thread(prev), (void *)(uintptr_t)0x5eed0);
+        atomic_store(&cs_tid, 0);
+        pthread_t t;
+        start_thread(&t, cs_reader, (void *)(intptr_t)p[0]);
+        double end = now_s() + 10;
+        while (!atomic_load(&cs_tid) && now_s() < end)
+            sleep_ms(1);
+        cr_assert(atomic_load(&cs_tid), "the reader did not start");
+        long sc;
+        while ((sc = task_syscall((pid_t)atomic_load(&cs_tid))) != 0 && sc != -2 &&
+               now_s() < end)
+            sleep_ms(1);
+        if (sc == -2)
+            sleep_ms(20);       /* /proc/.../syscall unavailable: give it time */
+        else
+            in_read++;
+        GC_suspend_thread((GC_SUSPEND_THREAD_ID)t);
+        cr_assert_eq(pthread_cancel(t), 0);
+        sleep_ms(5);            /* the cancellation signal finds it stopped */
+        GC_gcollect();          /* leaves it stopped */
+        GC_resume_thread((GC_SUSPEND_THREAD_ID)t);
+        void *ret = join_thread(t);
+        cr_assert_eq(ret, PTHREAD_CANCELED, "round %d: the join returned %p, not PTHREAD_CANCELED",
+                     round, ret);
+    }
+    close(p[0]);
+    close(p[1]);
+    assert_no_failures();
+    cr_log_info("cancelled while stopped: %d of %d rounds seen inside read()", in_read,
+                CS_ROUNDS);
+}
+
 /* ================================================================== */
 /* GC_call_with_alloc_lock: mutual exclusion with allocation and collection */
 
