@@ -152,6 +152,7 @@ static void phase_prepare(void)
     lf_event(GC_EVENT_START);
     lf_mark_prepare();
     lf_finalize_before_stop();
+    lf_roots_prepare();
 }
 
 /* Stop the other threads; returns when the pause started.  The global
@@ -227,6 +228,7 @@ static void phase_restart(uint64_t t0)
 {
     lf_event(GC_EVENT_PRE_START_WORLD);
     lf_start_world();
+    lf_roots_release();
     uint64_t pause = lf_now_ns() - t0;
     lf_event(GC_EVENT_POST_START_WORLD);
     lf_stats_record_pause(pause);

@@ -394,6 +394,9 @@ bool lf_finalize_wants_collection(uint64_t allocd);   /* before growing  */
 /* Roots (roots.c)                                                     */
 
 void lf_roots_init(void);
+void lf_roots_prepare(void);         /* before stopping the world: list the
+                                        data segments, hold the loader's lock */
+void lf_roots_release(void);         /* after restarting it                  */
 void lf_roots_mark(void);            /* data segments, user roots, stacks    */
 size_t lf_roots_size(void);          /* bytes of roots seen by the last scan */
 

@@ -1,8 +1,9 @@
 /* roots.c: where marking starts.
  *
  * The writable segments of the executable and of every loaded shared
- * object (found afresh at each collection with dl_iterate_phdr, so that
- * dlopen'ed libraries are covered) but for their RELRO parts, the ranges
+ * object (listed afresh at each collection with dl_iterate_phdr, before
+ * the world is stopped, so that dlopen'ed libraries are covered) but for
+ * their RELRO parts, the ranges
  * added with GC_add_roots,
  * minus the ranges excluded with GC_exclude_static_roots.  lfgc's own
  * state is never a root: its globals that may look like heap addresses
@@ -14,6 +15,7 @@
 #include <link.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 
 #include "internal.h"
 
@@ -97,7 +99,25 @@ static void mark_root_range(uintptr_t lo, uintptr_t hi)
     }
 }
 
-static int mark_object_segments(struct dl_phdr_info *info, size_t size, void *data)
+/* The writable segments of the loaded objects, gathered with
+ * dl_iterate_phdr before the world is stopped (lf_roots_prepare). */
+static struct range_set segments;
+static bool segments_ready;
+
+static void segment_add(uintptr_t lo, uintptr_t hi)
+{
+    if (lo >= hi)
+        return;
+    if (!range_set_reserve(&segments)) {
+        lf_warn("GC Warning: no memory to list data segments; one is not scanned (%p)\n", lo);
+        return;
+    }
+    segments.r[segments.n].lo = lo;
+    segments.r[segments.n].hi = hi;
+    segments.n++;
+}
+
+static int gather_object_segments(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     int *index = data;
@@ -114,6 +134,9 @@ static int mark_object_segments(struct dl_phdr_info *info, size_t size, void *da
             relro_lo = info->dlpi_addr + ph->p_vaddr;
             relro_hi = relro_lo + ph->p_memsz;
         }
+        if (!main_program && ph->p_type == PT_LOAD && (ph->p_flags & PF_W) &&
+            self - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
+            return 0;                /* lfgc's own shared object */
     }
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -121,24 +144,93 @@ static int mark_object_segments(struct dl_phdr_info *info, size_t size, void *da
             continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
         uintptr_t hi = lo + ph->p_memsz;
-        if (!main_program && self >= lo && self < hi)
-            return 0;                /* lfgc's own shared object */
         if (relro_lo < relro_hi && relro_lo < hi && relro_hi > lo) {
             if (lo < relro_lo)
-                mark_root_range(lo, relro_lo);
+                segment_add(lo, relro_lo);
             lo = relro_hi > lo ? relro_hi : lo;
         }
-        if (lo < hi)
-            mark_root_range(lo, hi);
+        segment_add(lo, hi);
     }
     return 0;
+}
+
+static void gather_segments(void)
+{
+    segments.n = 0;
+    int index = 0;
+    dl_iterate_phdr(gather_object_segments, &index);
+    segments_ready = true;
+}
+
+/* dl_iterate_phdr takes the dynamic linker's lock.  Taken with the world
+ * stopped, it deadlocks the collection when a stopped thread holds it
+ * (inside its own dl_iterate_phdr callback, loading or unloading a
+ * library).  And the segments must not be gathered before the world is
+ * stopped and scanned after with the lock released either: a library
+ * unloaded in between would have its unmapped data scanned.  So the
+ * collecting thread takes the lock before it stops the world and keeps
+ * it until the world runs again: lf_roots_prepare enters dl_iterate_phdr
+ * on a stack of its own and, from the first callback, gathers the list
+ * (the lock is recursive) and switches back to the collection, leaving
+ * dl_iterate_phdr suspended with the lock held; lf_roots_release resumes
+ * it so that it returns.  Other threads' dlopen, dlclose and
+ * dl_iterate_phdr wait meanwhile (a stopped one, waiting, holds
+ * nothing); the collecting thread itself may still use them. */
+#define HOLD_STACK_SIZE ((size_t)64 << 10)
+static void *hold_stack;
+static ucontext_t hold_ctx, collector_ctx;
+static bool holding;
+
+static int hold_callback(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)info;
+    (void)size;
+    (void)data;
+    gather_segments();
+    holding = true;
+    swapcontext(&hold_ctx, &collector_ctx);
+    holding = false;
+    return 1;                        /* released: return, unlocking */
+}
+
+static void hold_entry(void)
+{
+    dl_iterate_phdr(hold_callback, NULL);
+}   /* then back to lf_roots_release, through uc_link */
+
+void lf_roots_prepare(void)
+{
+    segments_ready = false;
+    if (!hold_stack) {
+        void *p = mmap(NULL, HOLD_STACK_SIZE, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        hold_stack = p == MAP_FAILED ? NULL : p;
+    }
+    if (hold_stack && getcontext(&hold_ctx) == 0) {
+        hold_ctx.uc_stack.ss_sp = hold_stack;
+        hold_ctx.uc_stack.ss_size = HOLD_STACK_SIZE;
+        hold_ctx.uc_link = &collector_ctx;
+        makecontext(&hold_ctx, hold_entry, 0);
+        swapcontext(&collector_ctx, &hold_ctx);
+    }
+    if (!holding)                    /* no stack of its own: unheld list */
+        gather_segments();
+}
+
+void lf_roots_release(void)
+{
+    if (holding)
+        swapcontext(&collector_ctx, &hold_ctx);
+    segments_ready = false;
 }
 
 void lf_roots_mark(void)
 {
     last_roots_bytes = 0;
-    int index = 0;
-    dl_iterate_phdr(mark_object_segments, &index);
+    if (!segments_ready)             /* outside a collection: nothing stopped */
+        gather_segments();
+    for (size_t i = 0; i < segments.n; i++)
+        mark_root_range(segments.r[i].lo, segments.r[i].hi);
     for (size_t i = 0; i < user_roots.n; i++)
         mark_root_range(user_roots.r[i].lo, user_roots.r[i].hi);
 }
