@@ -251,7 +251,10 @@ Test(policy, four_threads_widen_no_more_than_two, .timeout = 60)
     cr_assert_gt(one, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)one);
     cr_assert_lt(two, one, "two threads collected %lu times, one thread %lu times",
                  (unsigned long)two, (unsigned long)one);
-    cr_assert_geq(10 * four, 8 * two, "four threads collected %lu times, two %lu times",
+    /* Before the bound was two: 22 against 50.  Threads that a loaded
+     * machine does not run at once measure as fewer: up to 35 against 50
+     * seen, so the margin is wide. */
+    cr_assert_geq(10 * four, 6 * two, "four threads collected %lu times, two %lu times",
                   (unsigned long)four, (unsigned long)two);
     cr_assert(tw_intact(), "the live list was damaged");
 }
