@@ -24,6 +24,7 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -120,20 +121,37 @@ static void rec_unlink(struct thread_rec *rec)
         }
 }
 
-/* The calling thread's stack: [*lo, *hi), hi its base; 0s if unknown. */
+static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
+
+/* Bytes from the thread pointer to the end of glibc's thread control
+ * block (struct pthread, about 2.3 KiB), which sits at the top of the
+ * thread's stack block, above its static TLS. */
+#define TCB_SPAN ((uintptr_t)4096)
+
+/* The calling thread's stack: [*lo, *hi), hi its base; 0s if unknown.
+ * From the memory map, read with bare system calls: pthread_getattr_np
+ * calls malloc, and a thread registers on its first allocation, which
+ * malloc mode makes from inside malloc.  The mapping holding the stack
+ * pointer is the stack glibc allocated (a guard page below it), ending
+ * just above the control block; a stack the program gave
+ * (pthread_attr_setstack) may lie in a larger mapping: it ends at its
+ * control block, and its low end is left unknown. */
 static void stack_of_self(uintptr_t *lo, uintptr_t *hi)
 {
-    pthread_attr_t attr;
-    void *addr;
-    size_t size;
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0), tp, mlo, mhi;
     *lo = *hi = 0;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+    int cancel = nocancel_begin();      /* read() is a cancellation point */
+    bool found = mapping_of(sp, &mlo, &mhi);
+    nocancel_end(cancel);
+    if (!found)
         return;
-    if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-        *lo = (uintptr_t)addr;
-        *hi = (uintptr_t)addr + size;
+    __asm__("mov %%fs:0, %0" : "=r"(tp));       /* the TCB points to itself */
+    if (tp > sp && tp < mhi && mhi - tp > 2 * TCB_SPAN) {
+        *hi = tp + TCB_SPAN;
+        return;
     }
-    pthread_attr_destroy(&attr);
+    *lo = mlo;
+    *hi = mhi;
 }
 
 static uintptr_t stack_bottom_of_self(void)
@@ -144,8 +162,6 @@ static uintptr_t stack_bottom_of_self(void)
     stack_of_self(&lo, &hi);
     return hi;
 }
-
-static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
 
 /* Set by GC_register_altstack before the thread is registered. */
 static __thread struct alt_stacks pending_alt;
@@ -194,37 +210,79 @@ static void main_static_tls(uintptr_t *lo, uintptr_t *hi)
     *hi = ts.hi;
 }
 
-/* Register the calling thread; lock not held. */
+/* Set while the calling thread registers: a malloc interposer that calls
+ * back into the library from what registration calls (the dynamic
+ * linker's, libc's) finds no thread cache and takes the locked path
+ * rather than registering again. */
+static __thread bool tl_registering __attribute__((tls_model("initial-exec")));
+
+/* The exit hook's key, created as early as the library loads: keys below
+ * 32 live in the thread's own control block, and setting one allocates
+ * nothing (a higher key's value lives in a block glibc callocs in each
+ * thread). */
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static void exit_destructor(void *arg);
+
+static void exit_key_create(void)
+{
+    if (pthread_key_create(&exit_key, exit_destructor) != 0) {
+        fprintf(stderr, "lfgc: no pthread key left for the thread exit hook\n");
+        abort();
+    }
+}
+
+__attribute__((constructor(101))) static void threads_load(void)
+{
+    pthread_once(&exit_key_once, exit_key_create);
+}
+
+/* Register the calling thread, whose stack base is `bottom` (0: find it);
+ * lock not held.  Calls nothing that allocates, but pthread_setspecific
+ * for a key of 32 or more (see exit_key_create), made once the thread
+ * cache is in place. */
 static struct thread_rec *register_self(uintptr_t bottom)
 {
+    if (tl_registering)
+        return NULL;
+    tl_registering = true;
     /* Before the lock: dl_iterate_phdr takes the dynamic linker's, which
      * a thread loading a library may hold while it waits for ours. */
     uintptr_t tls_lo = 0, tls_hi = 0;
-    if (getpid() == gettid())
+    bool main_thread = getpid() == gettid();
+    if (main_thread)
         main_static_tls(&tls_lo, &tls_hi);
-    int cancel = nocancel_begin();      /* the main thread reads its maps */
-    lock();
-    struct thread_rec *rec = rec_alloc();
-    if (!rec) {
-        unlock();
-        nocancel_end(cancel);
-        return NULL;
-    }
-    rec->id = pthread_self();
-    rec->stack_bottom = bottom;
     /* The stack's low end, when the base lies in the stack the system
      * gave the thread (not so for a coroutine's stack base).  The main
      * thread's comes from the memory map, read here rather than in the
      * first collection's pause (glibc would read it with malloc); its
      * stack grows, and a collection that finds it deeper reads it again. */
-    uintptr_t lo, hi;
-    if (getpid() != gettid()) {
+    uintptr_t lo = 0, hi = 0, stack_lo = 0;
+    if (!main_thread) {
         stack_of_self(&lo, &hi);
+        if (!bottom)
+            bottom = hi;
         if (bottom > lo && bottom <= hi)
-            rec->stack_lo = lo;
-    } else if (bottom && mapping_of(bottom - 1, &lo, &hi)) {
-        rec->stack_lo = lo;
+            stack_lo = lo;
+    } else {
+        if (!bottom)
+            bottom = (uintptr_t)__libc_stack_end;
+        int cancel = nocancel_begin();
+        if (mapping_of(bottom - 1, &lo, &hi))
+            stack_lo = lo;
+        nocancel_end(cancel);
     }
+    int cancel = nocancel_begin();
+    lock();
+    struct thread_rec *rec = rec_alloc();
+    if (!rec) {
+        unlock();
+        nocancel_end(cancel);
+        tl_registering = false;
+        return NULL;
+    }
+    rec->id = pthread_self();
+    rec->stack_bottom = bottom;
+    rec->stack_lo = stack_lo;
     rec->tls_lo = tls_lo;
     rec->tls_hi = tls_hi;
     rec->alt = pending_alt;
@@ -235,7 +293,9 @@ static struct thread_rec *register_self(uintptr_t bottom)
     lf_tl_cache = &rec->cache;
     unlock();
     nocancel_end(cancel);
+    pthread_once(&exit_key_once, exit_key_create);
     pthread_setspecific(exit_key, rec);
+    tl_registering = false;
     return rec;
 }
 
@@ -273,7 +333,7 @@ struct thread_cache *lf_thread_cache_create(void)
 {
     struct thread_rec *me = tl_self;
     if (!me)
-        me = register_self(stack_bottom_of_self());
+        me = register_self(0);
     return me ? &me->cache : NULL;
 }
 
@@ -763,7 +823,7 @@ static void atfork_child(void)
 void lf_threads_init(void)
 {
     sem_init(&ack_sem, 0, 0);
-    pthread_key_create(&exit_key, exit_destructor);
+    pthread_once(&exit_key_once, exit_key_create);
     install_handlers();
     if (handle_fork != -1)
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
@@ -797,7 +857,7 @@ LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
     if (!allow_register && AO_compare_and_swap_full(&warned, 0, 1))
         lf_warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
              "(thread %p); registering anyway (said once)\n", (uintptr_t)pthread_self());
-    uintptr_t bottom = sb && sb->mem_base ? (uintptr_t)sb->mem_base : stack_bottom_of_self();
+    uintptr_t bottom = sb && sb->mem_base ? (uintptr_t)sb->mem_base : 0;
     return register_self(bottom) ? GC_SUCCESS : GC_NO_MEMORY;
 }
 
@@ -1195,7 +1255,7 @@ static void *thread_start(void *p)
     struct start_info *si = p;
     void *(*start)(void *) = si->start;
     void *arg = si->arg;
-    struct thread_rec *me = register_self(stack_bottom_of_self());
+    struct thread_rec *me = register_self(0);
     if (me && si->detached)
         me->detached = 1;
     /* From here on the creator's copy of arg is not needed: ours is on a
