@@ -672,10 +672,20 @@ static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
     return p ? p : lf_oom(bytes);
 }
 
+/* Uncollectable memory needs no collection: allocating it leaves
+ * collection off (no signal handler, no fork handler, no thread). */
+static void ensure_init_for(unsigned kind)
+{
+    if (lf_kinds[kind].uncollectable)
+        lf_ensure_heap();
+    else
+        lf_ensure_init();
+}
+
 static void *alloc_kind_entered(uintptr_t bytes, uintptr_t kind, uintptr_t unused)
 {
     (void)unused;
-    lf_ensure_init();
+    ensure_init_for((unsigned)kind);
     void *p = alloc_in_class(class_for(bytes), bytes, (unsigned)kind);
     if (unlikely(AO_load(&lf_finalizers_due)))
         lf_finalize_due();
@@ -700,7 +710,7 @@ static __attribute__((noinline)) void *alloc_slow(size_t bytes, unsigned kind)
 static void *alloc_aligned_entered(uintptr_t align, uintptr_t bytes, uintptr_t kind_)
 {
     unsigned kind = (unsigned)kind_;
-    lf_ensure_init();
+    ensure_init_for(kind);
     if (align <= 16)
         return alloc_in_class(class_for(bytes), bytes, kind);
     if (bytes > SIZE_MAX - lf_extra_bytes)
@@ -1019,7 +1029,7 @@ static void free_object(void *p)
 {
     if (!p)
         return;
-    lf_ensure_init();
+    lf_ensure_heap();
     if (!ensure_registered()) {
         free_locked(p);
         return;
@@ -1069,7 +1079,7 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
         GC_free(p);
         return NULL;
     }
-    lf_ensure_init();
+    lf_ensure_heap();
     ensure_registered();
     struct region *r;
     struct span *s;

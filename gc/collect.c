@@ -75,7 +75,9 @@ static void read_environment(void)
     lf_dirty_init(generational_by_environment() != 0);
 }
 
-static void init_once_fn(void)
+/* The heap: enough for uncollectable allocation, which needs no
+ * collection (see lf_ensure_init). */
+static void heap_once_fn(void)
 {
     lf_threads_init();
     lf_alloc_init();
@@ -85,6 +87,12 @@ static void init_once_fn(void)
     lf_blacklist_initial_scan();
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
+}
+
+/* Collection on: what stopping the world needs of the process. */
+static void init_once_fn(void)
+{
+    lf_threads_collection_on();
     lf_gc_initialized = true;
 }
 
@@ -100,11 +108,23 @@ static void layout_once_fn(void)
     lf_roots_init();
 }
 
-void lf_ensure_init(void)
+static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
+
+void lf_ensure_heap(void)
 {
     if (likely(lf_gc_initialized))
         return;
     pthread_once(&layout_once, layout_once_fn);
+    pthread_once(&heap_once, heap_once_fn);
+}
+
+/* Turns collection on: GC_init and every public entry but the
+ * uncollectable allocators, GC_free and GC_realloc. */
+void lf_ensure_init(void)
+{
+    if (likely(lf_gc_initialized))
+        return;
+    lf_ensure_heap();
     pthread_once(&init_once, init_once_fn);
 }
 
@@ -242,7 +262,9 @@ static void phase_restart(uint64_t t0)
  * where the program's frames end. */
 void lf_collect(enum collect_reason why)
 {
-    if (GC_dont_gc || collecting || !lf_layout_ok)
+    /* Before collection is on nothing collectable exists, and the
+     * world cannot be stopped: no handler is installed. */
+    if (GC_dont_gc || collecting || !lf_layout_ok || !lf_gc_initialized)
         return;
     int cancel = nocancel_begin();
     /* The stack is scanned from where the thread entered the library

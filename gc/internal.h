@@ -495,7 +495,9 @@ struct gc_heap_stats {
 };
 extern struct gc_heap_stats lf_hs;
 extern bool lf_print_stats;
-extern bool lf_gc_initialized;
+extern bool lf_gc_initialized;     /* collection on (lf_ensure_init) */
+void lf_ensure_heap(void);          /* the heap only: collection stays off */
+void lf_threads_collection_on(void);
 
 void lf_ensure_init(void);
 bool lf_gcollect_unmaps(void);

@@ -824,9 +824,6 @@ void lf_threads_init(void)
 {
     sem_init(&ack_sem, 0, 0);
     pthread_once(&exit_key_once, exit_key_create);
-    install_handlers();
-    if (handle_fork != -1)
-        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     /* The thread that initialises is registered: usually the main one,
      * whose base a program may have set in GC_stackbottom (bdwgc's). */
     bool main_thread = getpid() == gettid();
@@ -835,6 +832,16 @@ void lf_threads_init(void)
     register_self(bottom);
     if (main_thread)
         GC_stackbottom = (char *)bottom;
+}
+
+/* The suspend and restart handlers and the fork handlers: installed only
+ * when collection turns on, as a program that takes only uncollectable
+ * memory (malloc mode) may own those signals. */
+void lf_threads_collection_on(void)
+{
+    install_handlers();
+    if (handle_fork != -1)
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 /* ------------------------------------------------------------------ */

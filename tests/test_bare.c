@@ -9,7 +9,10 @@
  * program; each counts the calls made by its own thread. */
 #include "test_util.h"
 
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -83,4 +86,70 @@ Test(bare, first_allocation_of_a_thread_calls_no_malloc)
     /* Threads that registered so and exited are gone from the registry:
      * a collection does not signal them. */
     GC_gcollect();
+}
+
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static bool handler_installed(int sig)
+{
+    struct sigaction old;
+    if (sigaction(sig, NULL, &old) != 0)
+        return false;
+    return (old.sa_flags & SA_SIGINFO) ? old.sa_sigaction != NULL
+                                       : old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN;
+}
+
+/* Exit codes of the child: 0 all well, else the first check that failed. */
+static int collection_off_child(void)
+{
+    setenv("GC_MARKERS", "2", 1);       /* one marker thread when on */
+    if (handler_installed(SIGPWR) || handler_installed(SIGXCPU) || task_count() != 1)
+        return 10;                      /* the test itself is wrong */
+    void *p = GC_malloc_atomic_uncollectable(100);
+    void *q = GC_malloc_uncollectable(5000);
+    if (!p || !q)
+        return 11;
+    memset(p, 1, 100);
+    GC_free(p);
+    GC_free(q);
+    if (handler_installed(SIGPWR))
+        return 12;
+    if (handler_installed(SIGXCPU))
+        return 13;
+    if (task_count() != 1)
+        return 14;
+    GC_INIT();
+    if (!handler_installed(SIGPWR))
+        return 15;
+    if (!handler_installed(SIGXCPU))
+        return 16;
+    GC_gcollect();                      /* starts the marker thread */
+    if (task_count() < 2)
+        return 17;
+    return 0;
+}
+
+Test(bare, uncollectable_allocation_leaves_signals_and_threads_alone)
+{
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0)
+        _exit(collection_off_child());
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status), "the child died (status %#x)", status);
+    cr_assert_eq(WEXITSTATUS(status), 0, "check %d failed in the child",
+                 WEXITSTATUS(status));
 }
