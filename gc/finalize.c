@@ -631,13 +631,18 @@ static void disclaim_after_mark(void)
  * their object go now. */
 static void disclaim_after_restart(void)
 {
+    uint64_t ptrful = 0, ptrfree = 0;
     for (size_t i = 0; i < fz.disclaimed_len; i++) {
         void *obj = fz.disclaimed[i];
         unsigned kind = lf_chunk_map[(uintptr_t)obj >> CHUNK_SHIFT] - 1;
-        if (!fz.disclaim[kind](obj))
-            lf_free_held(obj);
+        if (fz.disclaim[kind](obj))
+            continue;
+        size_t bytes = GC_size(obj);
+        if (lf_free_held(obj))
+            *(lf_kinds[kind].ptrfree ? &ptrfree : &ptrful) += bytes;
     }
     fz.disclaimed_len = 0;
+    lf_policy_discount(ptrful, ptrfree);
 }
 
 LFGC_EXPORT void GC_register_disclaim_proc(int kind, GC_disclaim_proc proc, int mark_from_all)

@@ -252,6 +252,27 @@ void lf_policy_choose(struct lf_cycle *cy)
     cy->old_rescanned = 0;
 }
 
+/* Bytes the last collection counted live that went right after it (the
+ * objects disclaim procedures let go): they were dead, and the policy's
+ * estimates of the live data must not keep them. */
+void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree)
+{
+#define SUB(x, n) ((x) = (x) > (n) ? (x) - (n) : 0)
+    SUB(lf_hs.live_bytes, ptrful + ptrfree);
+    SUB(lf_hs.live_ptrful, ptrful);
+    SUB(lf_hs.live_ptrfree, ptrfree);
+    SUB(lf_hs.est_ptrful, ptrful);
+    SUB(lf_hs.est_ptrfree, ptrfree);
+    if (!lf_hs.last_minor) {
+        SUB(policy.full_ptrful, ptrful);
+        SUB(policy.full_ptrfree, ptrfree);
+        SUB(policy.full_old, ptrful + ptrfree);
+    }
+    /* Found dead by the collection, not freed by the program. */
+    SUB(lf_hs.freed_since_gc, ptrful + ptrfree);
+#undef SUB
+}
+
 void lf_policy_after(const struct lf_cycle *cy)
 {
     lf_hs.last_minor = cy->minor;
