@@ -39,26 +39,24 @@
 #define MIN_BYTES_ALLOCD ((uint64_t)256 << 10)
 /* Bounds of one expansion step of the heap.  bdwgc caps its steps at 16
  * MiB; space within the expanded size is used without consulting the
- * policy, so a smaller cap keeps the heap closer to it (binary trees: peak
- * RSS -9% for +3% collections). */
+ * policy, so a smaller cap keeps the heap closer to it (docs/performance.md,
+ * "Policy constants"). */
 #define MIN_EXPANSION ((uint64_t)256 << 10)
 #define MAX_EXPANSION ((uint64_t)8 << 20)
 /* Allocating threads that widen the allocation between collections, at
  * most: each thread builds structures that a collection finds half-built
  * and traces.  With T threads allocating, a collection due every N bytes
  * comes T times as often per thread, finding as much in progress each
- * time, so that tracing grew with T (mt_trees, 2 threads: pauses 80 ms
- * against 37 at one thread, for the same work).  N times T keeps it per
+ * time, so that tracing grew with T.  N times T keeps it per
  * thread as at one thread.  T is measured, not counted: the bytes running
  * threads allocated since the last collection over the most one of them
  * did (two alike: 2; one thread and another that allocates little: about
- * 1).  The bound caps the memory this costs, which grows with it: two
- * threads, where the gain was measured, need no more than 2, and six
- * alike (bdwgc's gctest) took a fifth more peak RSS at 4. */
+ * 1).  The bound caps the memory this costs, which grows with it
+ * (docs/performance.md, "Policy constants"). */
 #define NURSERY_THREADS_MAX 2
 /* Minor collections between two full ones, at most: a backstop, as
- * promoted garbage is bounded by PROMOTE_DIV.  (16 forced a full
- * collection every 17 in programs whose old data does not change.) */
+ * promoted garbage is bounded by PROMOTE_DIV; low values force full
+ * collections on programs whose old data does not change. */
 #define MAX_MINORS 64
 /* A minor collection is skipped when the bytes it would leave marked
  * exceed those of the last full one by more than 1/PROMOTE_DIV. */
