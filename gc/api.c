@@ -222,10 +222,12 @@ LFGC_EXPORT int GC_get_no_dls(void) { return GC_no_dls; }
 
 LFGC_EXPORT void GC_set_all_interior_pointers(int v)
 {
-    if (lf_gc_initialized) {
+    /* The heap's objects were sized with it: fixed once the heap is set
+     * up, by GC_init or by an uncollectable allocation before it. */
+    if (lf_heap_initialized) {
         if ((v != 0) != (lf_extra_bytes != 0))
-            lf_warn("GC Warning: GC_set_all_interior_pointers(%p) after GC_init: "
-                 "ignored\n", (uintptr_t)v);
+            lf_warn("GC Warning: GC_set_all_interior_pointers(%p) once the heap "
+                 "is set up (GC_init, first allocation): ignored\n", (uintptr_t)v);
         return;
     }
     GC_all_interior_pointers = v;

@@ -17,6 +17,7 @@
 LF_UNSCANNED struct gc_heap_stats lf_hs;
 bool lf_print_stats;
 bool lf_gc_initialized;
+bool lf_heap_initialized;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool collecting;
 
@@ -87,6 +88,7 @@ static void heap_once_fn(void)
     lf_blacklist_initial_scan();
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
+    lf_heap_initialized = true;
 }
 
 /* Collection on: what stopping the world needs of the process. */

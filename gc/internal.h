@@ -496,6 +496,7 @@ struct gc_heap_stats {
 extern struct gc_heap_stats lf_hs;
 extern bool lf_print_stats;
 extern bool lf_gc_initialized;     /* collection on (lf_ensure_init) */
+extern bool lf_heap_initialized;   /* the heap is set up (lf_ensure_heap) */
 void lf_ensure_heap(void);          /* the heap only: collection stays off */
 void lf_threads_collection_on(void);
 

@@ -1052,7 +1052,7 @@ LFGC_EXPORT void *GC_call_with_gc_active(GC_fn_type fn, void *client_data)
 
 LFGC_EXPORT void GC_set_markers_count(unsigned n)
 {
-    if (!lf_gc_initialized)
+    if (!lf_heap_initialized)       /* read when the heap is set up */
         lf_mark_set_markers(n);
 }
 

@@ -121,6 +121,11 @@ static int collection_off_child(void)
     void *q = GC_malloc_uncollectable(5000);
     if (!p || !q)
         return 11;
+    /* The heap exists: its objects' sizes are fixed. */
+    int interior = GC_get_all_interior_pointers();
+    GC_set_all_interior_pointers(!interior);      /* warns, ignored */
+    if (GC_get_all_interior_pointers() != interior)
+        return 18;
     memset(p, 1, 100);
     GC_free(p);
     GC_free(q);
