@@ -50,8 +50,21 @@ static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
     memset(lf_chunk_map + first, kind + 1, r->span_chunks);
 }
 
+/* No mark bit in the span at chunk j (checked in debug builds): a span
+ * out of use must have none, or its slots would pass for live ones when
+ * it is swept again. */
+static bool span_unmarked(const struct region *r, uint64_t j)
+{
+    uint64_t qa, qb;
+    lf_span_slots(r, j, &qa, &qb);
+    return !lf_bits_any(r->mark_bits, qa - r->q0, qb - r->q0);
+}
+
 static void span_take(struct region *r, struct span *s, unsigned kind)
 {
+    lf_assert(s->state == SPAN_UNUSED);
+    lf_assert(!lf_chunk_map[(r->start >> CHUNK_SHIFT) + span_chunk_index(r, s)]);
+    lf_assert(span_unmarked(r, span_chunk_index(r, s)));
     s->next = NULL;
     s->kind = (uint8_t)kind;
     s->state = SPAN_SWEPT;
@@ -162,6 +175,9 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
 void lf_span_free(struct region *r, struct span *s)
 {
     uint64_t j = span_chunk_index(r, s);
+    lf_assert(s->state != SPAN_UNUSED);
+    lf_assert(lf_chunk_map[(r->start >> CHUNK_SHIFT) + j] == s->kind + 1);
+    lf_assert(span_unmarked(r, j));
     memset(lf_chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
     s->state = SPAN_UNUSED;
     s->old = 0;
@@ -175,6 +191,7 @@ void lf_span_free(struct region *r, struct span *s)
         if (len)
             madvise((void *)base, len, MADV_DONTNEED);
         s->dirty = 0;
+        lf_assert(lf_hs.heap_bytes >= span_bytes(r, s));
         lf_hs.heap_bytes -= span_bytes(r, s);
         lf_hs.released_bytes += span_bytes(r, s);
         s->next = r->released;
@@ -196,6 +213,7 @@ static uint64_t span_release(struct region *r, struct span *s)
     /* Pages shared with the neighbouring spans kept their data. */
     s->dirty = 1;
     uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
+    lf_assert(s->state == SPAN_UNUSED && lf_hs.heap_bytes >= bytes);
     lf_hs.heap_bytes -= bytes;
     lf_hs.released_bytes += bytes;
     s->next = r->released;
@@ -342,6 +360,7 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
     for (;;) {
         struct span *s = ck->unswept;
         if (s) {
+            lf_assert(s->state == SPAN_UNSWEPT && s->kind == kind && !lf_regions[c].large);
             ck->unswept = s->next;
             s->state = SPAN_SWEPT;      /* ours: nobody else sweeps it */
             *fresh = false;
@@ -407,6 +426,7 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
         void **list = take_batch(c, kind, &n);
         if (!list)
             return NULL;
+        lf_assert(n >= 1);
         ck->free = list;
         p = free_list_pop(&ck->free);
         ck->free_count = (uint32_t)(n - 1);
@@ -607,11 +627,20 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
             }
             ck->free = link_decode(tail[0]);
             tail[0] = link_encode(NULL);
+            lf_assert(ck->free_count >= n);
             ck->free_count -= (uint32_t)n;
             kc->free[c] = head;
             count_refill(tc, n * r->size);
             unlock();
             break;
+        }
+        if (cur->span) {
+            /* The sweepers were held, but not by a collection (fork,
+             * GC_stop_world_external, a heap walk): the span is still
+             * ours to sweep.  Claiming another would leave the rest of
+             * this one unswept until the next collection. */
+            unlock();
+            continue;
         }
         bool fresh;
         struct span *s = claim_span(c, kind, &fresh);
@@ -846,10 +875,28 @@ void lf_cache_mark(struct thread_cache *tc)
 static void kind_cache_return(struct kind_cache *kc, unsigned k)
 {
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        struct class_kind *ck = class_kind_of(c, k);
+        /* The rest of a span the thread was sweeping: swept now, to the
+         * global list.  The span counts as swept, so nobody else would
+         * sweep it before the next collection. */
+        struct sweep_cursor *cur = &kc->cursor[c];
+        if (cur->span) {
+            size_t n;
+            void **list = lf_sweep_slots(&lf_regions[c], &cur->next, cur->end, SIZE_MAX,
+                                         cur->clear, &n);
+            cur->span = NULL;
+            if (list) {
+                void **tail = list;
+                for (void **next; (next = link_decode(tail[0])); tail = next)
+                    ;
+                tail[0] = link_encode(ck->free);
+                ck->free = list;
+                ck->free_count += (uint32_t)n;
+            }
+        }
         void **head = kc->free[c];
         if (!head)
             continue;
-        struct class_kind *ck = class_kind_of(c, k);
         void **tail = head;
         uint32_t n = 1;
         for (void **next; (next = link_decode(tail[0])); tail = next)
@@ -1139,21 +1186,7 @@ LFGC_EXPORT int GC_is_heap_ptr(const void *p)
 
 LFGC_EXPORT int lfgc_is_live(const void *p)
 {
-    void *base = GC_base((void *)p);
-    if (!base)
-        return 0;
-    struct region *r = region_of(base);
-    struct span *s = &r->spans[span_index_of(r, (uintptr_t)base)];
-    uint64_t bit = lowfat_slot_number(base) - r->q0;
-    if (!r->large && slot_is_free(base))
-        return 0;
-    if (lf_kinds[s->kind].uncollectable)
-        return (r->alloc_bits[bit >> 6] >> (bit & 63)) & 1;
-    /* Large spans found dead are freed at once; small ones keep their dead
-     * slots until the lazy sweep, and the mark bits tell those apart. */
-    if (s->state == SPAN_UNSWEPT)
-        return (r->mark_bits[bit >> 6] >> (bit & 63)) & 1;
-    return 1;
+    return lf_slot_state(p) == LFGC_SLOT_ALLOCATED;
 }
 
 /* GC_expand_hp: the reported heap size grows by `bytes`, and that much

@@ -244,6 +244,9 @@ static void phase_bookkeeping(const struct lf_cycle *cy)
     GC_gc_no++;
     lf_policy_after(cy);
     lf_release_idle_spans(false);
+    /* Debug builds check the whole heap while it is still. */
+    if (LF_DEBUG && lf_heap_verify(true))
+        lf_assert_fail(__FILE__, __LINE__, "lf_heap_verify(true) == 0 after a collection");
 }
 
 static void phase_restart(uint64_t t0)

@@ -43,6 +43,22 @@
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
+/* lf_assert(cond) checks an invariant in builds configured with
+ * --enable-debug (LFGC_DEBUG) and costs nothing in the others, where cond
+ * is not evaluated.  A failure prints the place and the condition with
+ * write(2), not stdio (it may fire with the world stopped, while a stopped
+ * thread holds a stdio lock), and aborts.  LF_DEBUG is 1 in those builds:
+ * `if (LF_DEBUG)` keeps debugging code compiled, and type-checked, in all. */
+#ifdef LFGC_DEBUG
+#define LF_DEBUG 1
+#define lf_assert(cond) (likely(cond) ? (void)0 : lf_assert_fail(__FILE__, __LINE__, #cond))
+#else
+#define LF_DEBUG 0
+#define lf_assert(cond) ((void)sizeof(!(cond)))
+#endif
+void lf_assert_fail(const char *file, int line, const char *cond)
+    __attribute__((noreturn, cold));
+
 #define NUM_CLASSES    LOWFAT_NUM_CLASSES
 #define CHUNK_SHIFT    16
 #define CHUNK_SIZE     ((uint64_t)1 << CHUNK_SHIFT)
@@ -73,22 +89,43 @@
 static inline void *link_encode(void *next) { return (void *)((uintptr_t)next ^ LINK_TAG); }
 static inline void *link_decode(void *word) { return (void *)((uintptr_t)word ^ LINK_TAG); }
 extern uint64_t lf_free_canary;
+extern uint8_t *lf_chunk_map;           /* see Layout below */
 static inline bool slot_is_free(const void *slot)
 {
     const uint64_t *w = slot;
     return (w[0] & LINK_TAG) && w[1] == lf_free_canary;
+}
+/* Is p the base of a slot that a span in use owns?  Reads no heap memory,
+ * so any word may be tested (assertions, the verifier). */
+static inline bool slot_in_use(const void *p)
+{
+    return lowfat_is_ptr(p) && lowfat_base(p) == p &&
+           lf_chunk_map[(uintptr_t)p >> CHUNK_SHIFT] != 0;
+}
+/* A free-list link from slot p is sound: to nothing, or to a slot in use
+ * of the same class (region) and kind (chunk map). */
+static inline bool link_sound(const void *p, const void *next)
+{
+    return !next || (slot_in_use(next) && lowfat_index(next) == lowfat_index(p) &&
+                     lf_chunk_map[(uintptr_t)next >> CHUNK_SHIFT] ==
+                     lf_chunk_map[(uintptr_t)p >> CHUNK_SHIFT]);
 }
 /* Take the first slot of a non-empty free list, its link and canary
  * cleared: the one pop every allocation path shares. */
 static inline void **free_list_pop(void **head)
 {
     void **p = *head;
+    lf_assert(slot_in_use(p));
+    lf_assert(slot_is_free(p));
     *head = link_decode(p[0]);
+    lf_assert(link_sound(p, *head));
     p[0] = p[1] = NULL;
     return p;
 }
 static inline void slot_make_free(void *slot, void *next)
 {
+    lf_assert(slot_in_use(slot));
+    lf_assert(link_sound(slot, next));
     void **w = slot;
     w[0] = link_encode(next);
     ((uint64_t *)slot)[1] = lf_free_canary;
@@ -345,6 +382,7 @@ void lf_mark_push(const void *lo, const void *hi);    /* queue a range: scanned 
  * freed explicitly must not look old to a minor collection. */
 static inline void mark_clear(struct region *r, const void *p)
 {
+    lf_assert(slot_in_use(p) && &lf_regions[lowfat_index(p) - LOWFAT_FIRST_REGION] == r);
     uint64_t bit = lowfat_slot_number(p) - r->q0;
     r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
 }
@@ -409,6 +447,8 @@ struct thread_cache *lf_thread_cache_create(void);
 void lf_caches_mark(void);                 /* lf_cache_mark() on every thread  */
 bool lf_threads_sweeping(void);            /* some thread is in sweep_enter  */
 void lf_cache_mark(struct thread_cache *tc);
+/* fn(cache, arg) for every registered thread's cache: lock held. */
+void lf_caches_each(void (*fn)(struct thread_cache *tc, void *arg), void *arg);
 void lf_cache_return(struct thread_cache *tc);
 void lf_stop_world(void);
 void lf_start_world(void);
@@ -543,6 +583,27 @@ void lf_stats_print_collection(uint64_t pause_ns);
 void lf_event(GC_EventType e);
 uint64_t lf_now_ns(void);
 size_t lf_env_size(const char *name, size_t dflt, bool *found);
+
+/* ------------------------------------------------------------------ */
+/* Heap introspection and verification (verify.c)                      */
+
+/* What the slot holding p is (see lfgc_slot_state in lfgc.h).  Exact with
+ * the lock held or the world stopped; without, racy for slots that other
+ * threads are allocating, freeing or sweeping. */
+enum lfgc_slot_state lf_slot_state(const void *p);
+/* fn(base, bytes, kind, arg) for every allocated object (state
+ * LFGC_SLOT_ALLOCATED), region by region in address order, until fn
+ * returns nonzero (which is returned).  Lock held and no thread sweeping
+ * (lf_sweepers_hold), or the world stopped. */
+typedef int (*lf_walk_fn)(void *base, size_t bytes, unsigned kind, void *arg);
+int lf_heap_walk(lf_walk_fn fn, void *arg);
+/* Check the heap's invariants; print each problem found (write(2)) and
+ * return their number.  World stopped, lock held.  `after_collection`:
+ * called at the end of a collection, which also checks what holds only
+ * then (global free lists dropped, marks counted, no sweep cursors). */
+unsigned lf_heap_verify(bool after_collection);
+/* Any bit set in bits [from, to)? */
+bool lf_bits_any(const uint64_t *bits, uint64_t from, uint64_t to);
 
 #pragma GCC visibility pop
 #endif /* LFGC_INTERNAL_H */

@@ -227,6 +227,7 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
         blacklist_hit(r, base);
         return top;
     }
+    lf_assert(base >= r->start && base < r->usable_end);   /* in the bitmap */
     uint64_t bit = q - r->q0;
     uint64_t *word = &r->mark_bits[bit >> 6];
     uint64_t mask = 1ull << (bit & 63);

@@ -58,13 +58,18 @@ void lf_sweep_after_mark(bool generational)
             struct span *s = &r->spans[j];
             bool nursery = s->nursery;
             s->old = s->nursery = s->aging = 0;
-            if (s->state == SPAN_UNUSED)
+            uint8_t mapped_kind = lf_chunk_map[(r->start >> CHUNK_SHIFT) + j];
+            if (s->state == SPAN_UNUSED) {
+                lf_assert(!mapped_kind);
                 continue;
+            }
+            lf_assert(mapped_kind == s->kind + 1 && lf_kinds[s->kind].in_use);
             const struct kind *kd = &lf_kinds[s->kind];
             uint64_t qa, qb;
             lf_span_slots(r, j, &qa, &qb);
             size_t n = kd->uncollectable ? count_alloc_bits(r, qa, qb)
                                          : popcount_range(r->mark_bits, qa - r->q0, qb - r->q0);
+            lf_assert(n <= qb - qa && (!r->large || n <= 1));
             uint64_t bytes = r->large ? s->obj_bytes * n : r->size * n;
             if (kd->ptrfree)
                 live_ptrfree += bytes;

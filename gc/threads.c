@@ -343,6 +343,12 @@ void lf_caches_mark(void)
         lf_cache_mark(&t->cache);
 }
 
+void lf_caches_each(void (*fn)(struct thread_cache *tc, void *arg), void *arg)
+{
+    for (struct thread_rec *t = threads; t; t = t->next)
+        fn(&t->cache, arg);
+}
+
 bool lf_threads_sweeping(void)
 {
     for (struct thread_rec *t = threads; t; t = t->next)

@@ -64,6 +64,48 @@ extern int lfgc_is_live(const void *p);
  * reported through the warn proc and ignored. */
 extern void lfgc_exclude_from_write_tracking(const void *lo, const void *hi);
 
+/* What the slot that p points into is, as far as the collector knows: */
+enum lfgc_slot_state {
+    LFGC_SLOT_NOT_HEAP = 0,  /* no object: p is outside the heap, in a part
+                                no span in use owns, or past the end of a
+                                large object                               */
+    LFGC_SLOT_FREE = 1,      /* a free slot, ready to be allocated          */
+    LFGC_SLOT_ALLOCATED = 2, /* an allocated object, not found dead: what
+                                lfgc_is_live() reports as live             */
+    LFGC_SLOT_DEAD = 3,      /* not allocated, awaiting the lazy sweep: an
+                                object the last collection found
+                                unreachable, or a slot of a span being
+                                swept that the sweep has not reached yet   */
+};
+
+/* The state of the slot p points into (p may be interior).  Lock-free:
+ * exact when no other thread allocates, frees or sweeps meanwhile. */
+extern enum lfgc_slot_state lfgc_slot_state(const void *p);
+
+/* Call fn(base, bytes, kind, arg) for every allocated object (state
+ * LFGC_SLOT_ALLOCATED): its base, its usable size (GC_size) and its kind
+ * (0 pointer-free as from GC_malloc_atomic, 1 normal as from GC_malloc, 2
+ * uncollectable, 3 pointer-free uncollectable).  Objects come region by region (size class by size
+ * class), in address order within one.  The walk stops when fn returns
+ * nonzero, and returns that value (0 when it went through the heap).  It
+ * runs with the allocation lock held: fn must not allocate from lfgc, free,
+ * collect, or call anything else that takes the lock (GC_base, GC_size,
+ * lfgc_slot_state and reading the objects are fine).  Other threads that
+ * allocate meanwhile may or may not have their new objects visited. */
+extern int lfgc_heap_walk(int (*fn)(void *base, size_t bytes, int kind, void *arg),
+                          void *arg);
+
+/* Check the heap's invariants: every span's state against the chunk map,
+ * the span lists and pools, every free list (global and per thread: each
+ * slot free, inside a span in use of its size class and kind, not marked
+ * where the sweep would hand it out again, no cycle, no slot twice), the
+ * sweep cursors, and the byte counts.  Stops the world while it runs.
+ * Prints each problem on stderr and returns how many were found: 0 for a
+ * sound heap.  A debugging aid: it takes time proportional to the heap.
+ * (Builds configured with --enable-debug run it after every collection
+ * and abort on a problem.) */
+extern int lfgc_verify_heap(void);
+
 #ifdef __cplusplus
 }
 #endif
