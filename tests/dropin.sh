@@ -16,7 +16,7 @@
 # (under CI, or when asked with DROPIN_REQUIRE=1) or is skipped, loudly.
 set -u
 top_builddir="${top_builddir:-.}"
-top_srcdir="${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}"
+top_srcdir="$(cd "${top_srcdir:-$(dirname "$0")/..}" && pwd)"   # absolute: used elsewhere
 CC="${CC:-cc}"
 CXX="${CXX:-c++}"
 libs="$(cd "$top_builddir/.libs" && pwd)"

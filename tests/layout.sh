@@ -7,8 +7,10 @@
 # 2. A second copy of the library loaded into a process that has one is
 #    refused at load, with a message that names the first copy.
 set -u
-top_builddir="${top_builddir:-.}"
-top_srcdir="${top_srcdir:-.}"
+# Absolute: the compilations below run in another directory (and an
+# out-of-tree build passes relative paths).
+top_builddir=$(cd "${top_builddir:-.}" && pwd)
+top_srcdir=$(cd "${top_srcdir:-.}" && pwd)
 CC="${CC:-cc}"
 lib="$top_builddir/.libs"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/lfgc-layout.XXXXXX") || exit 1
