@@ -656,7 +656,7 @@ Test(fin, minor_collection_finalizes_young_and_clears_links)
     if (!collect_minor()) {
         /* Say it loudly: the assertions below need minor collections. */
         cr_log_warn("minor collections unavailable (kernel without userfaultfd WP-async)");
-        cr_skip_test("minor collections unavailable");
+        TU_SKIP("minor collections unavailable");
     }
     /* An old target with a link, and a young finalizable object with one. */
     GC_hidden_pointer old_t = new_target();

@@ -46,7 +46,7 @@ static TU_NOINLINE int collect_minor(void)
 #define NEED_MINOR()                                                          \
     do {                                                                      \
         if (!minor_available())                                               \
-            cr_skip_test("minor collections unavailable: the kernel lacks "  \
+            TU_SKIP("minor collections unavailable: the kernel lacks "  \
                          "userfaultfd asynchronous write protection");        \
     } while (0)
 

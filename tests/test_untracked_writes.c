@@ -47,7 +47,7 @@ static TU_NOINLINE int minor_available(void)
 #define NEED_MINOR()                                                          \
     do {                                                                      \
         if (!minor_available())                                               \
-            cr_skip_test("minor collections unavailable: the kernel lacks "  \
+            TU_SKIP("minor collections unavailable: the kernel lacks "  \
                          "userfaultfd asynchronous write protection");        \
     } while (0)
 
@@ -522,7 +522,7 @@ Test(untracked, io_uring_fixed_buffer_writes_survive_with_end_stubborn_change)
         const char *req = getenv("LFGC_TEST_REQUIRE_IO_URING");
         cr_assert(!req || strcmp(req, "1") != 0,
                   "LFGC_TEST_REQUIRE_IO_URING=1 and io_uring is unavailable");
-        cr_skip_test("io_uring unavailable (io_uring_setup: %s)", strerror(err));
+        TU_SKIP("io_uring unavailable (io_uring_setup: %s)", strerror(err));
     }
     int fd = memfd_create("lfgc-untracked", MFD_CLOEXEC);
     cr_assert_geq(fd, 0);

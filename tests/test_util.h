@@ -61,6 +61,18 @@ static inline int tu_class_exists(unsigned c)
     return tu_class_sizes[c] <= LOWFAT_REGION_SIZE;
 }
 
+/* Skip the current test, loudly: Criterion reports skips only with
+ * --verbose, so the reason also goes to stderr (the test's log), where
+ * .ci/run counts the "lfgc-test: SKIPPED" lines. */
+#define TU_SKIP(...)                                                          \
+    do {                                                                      \
+        fprintf(stderr, "lfgc-test: SKIPPED %s::%s: ",                        \
+                criterion_current_test->category, criterion_current_test->name); \
+        fprintf(stderr, __VA_ARGS__);                                         \
+        fputc('\n', stderr);                                                  \
+        cr_skip_test(__VA_ARGS__);                                            \
+    } while (0)
+
 /* ------------------------------------------------------------------ */
 /* Stack hygiene                                                       */
 
