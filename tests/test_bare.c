@@ -20,22 +20,32 @@ extern void *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
 
 static __thread unsigned long malloc_calls __attribute__((tls_model("initial-exec")));
+/* Set: malloc, calloc and realloc call back into lfgc first, as an
+ * interposer built on it does. */
+static __thread bool call_back __attribute__((tls_model("initial-exec")));
+static __thread void *called_back __attribute__((tls_model("initial-exec")));
 
 void *malloc(size_t n)
 {
     malloc_calls++;
+    if (call_back)
+        called_back = GC_malloc_uncollectable(n);
     return __libc_malloc(n);
 }
 
 void *calloc(size_t n, size_t size)
 {
     malloc_calls++;
+    if (call_back)
+        called_back = GC_malloc_uncollectable(n * size);
     return __libc_calloc(n, size);
 }
 
 void *realloc(void *p, size_t n)
 {
     malloc_calls++;
+    if (call_back)
+        called_back = GC_malloc_uncollectable(n);
     return __libc_realloc(p, n);
 }
 
@@ -62,7 +72,8 @@ static void *first_alloc_thread(void *arg)
     if (p)
         p[0] = p;
     c0 = malloc_calls;
-    free(malloc(8));
+    void *volatile m = malloc(8);
+    free(m);
     r->probe = malloc_calls - c0;
     return NULL;
 }
@@ -85,6 +96,33 @@ Test(bare, first_allocation_of_a_thread_calls_no_malloc)
     }
     /* Threads that registered so and exited are gone from the registry:
      * a collection does not signal them. */
+    GC_gcollect();
+}
+
+static void *call_back_thread(void *arg)
+{
+    (void)arg;
+    call_back = true;
+    void **p = GC_malloc(32);
+    void *q = malloc(8);            /* calls back, registered now */
+    call_back = false;
+    bool ok = p && lfgc_is_live(p) && q && called_back && lfgc_is_live(called_back);
+    free(q);
+    GC_free(called_back);
+    return ok ? p : NULL;
+}
+
+/* A thread whose malloc calls lfgc registers once, without recursing. */
+Test(bare, malloc_calling_back_during_registration, .timeout = 20)
+{
+    GC_INIT();
+    for (int i = 0; i < 3; i++) {
+        pthread_t t;
+        void *r = NULL;
+        cr_assert_eq(pthread_create(&t, NULL, call_back_thread, NULL), 0);
+        cr_assert_eq(pthread_join(t, &r), 0);
+        cr_assert_not_null(r, "allocation failed in a thread whose malloc calls back");
+    }
     GC_gcollect();
 }
 
