@@ -89,6 +89,11 @@ Test(bare, first_allocation_of_a_thread_calls_no_malloc)
         cr_assert_eq(pthread_create(&t, NULL, first_alloc_thread, &r), 0);
         cr_assert_eq(pthread_join(t, NULL), 0);
         cr_assert(r.ok, "GC_malloc failed in a new thread");
+        /* A sanitizer's runtime (UBSan's in CI) interposes malloc before
+         * the program does: nothing to count with then. */
+        if (r.probe == 0)
+            TU_SKIP("the counting wrappers are not the process's malloc (a sanitizer "
+                    "runtime takes its place)");
         cr_assert_eq(r.probe, 2, "the counting wrappers are not in use (%lu)", r.probe);
         cr_assert_eq(r.calls, 0,
                      "a new thread's first GC_malloc called the malloc family %lu times",
