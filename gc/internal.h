@@ -25,6 +25,7 @@
 
 #define LFGC_BUILDING 1
 #include "gc.h"
+#include "gc_mark.h"
 #include "lfgc.h"
 #include "lowfat.h"
 

@@ -128,33 +128,8 @@ GC_API char *GC_strndup(const char *s, size_t n) __attribute__((malloc));
 /* Resize: same kind as the old object; realloc(NULL, n) allocates,
  * realloc(p, 0) frees and returns NULL. */
 GC_API void *GC_realloc(void *p, size_t size) __attribute__((alloc_size(2)));
-/* Object kinds (bdwgc's gc_mark.h interface, in part).  A kind says how
- * the collector scans its objects and whether they are zeroed.  Of the
- * descriptors only lengths (GC_DS_LENGTH) are accepted so far: a
- * descriptor of n bytes (a multiple of 8) scans the first n bytes of each
- * object (at most the object), 0 makes the objects pointer-free, and
- * add_size = 1 with a descriptor of 0 scans whole objects as GC_malloc's.
- * Any other descriptor, and a full table (255 kinds in all), is reported
- * on stderr and aborts, as bdwgc aborts on a full table.  Bitmaps, mark
- * procedures and per-object descriptors are not provided yet. */
-#define GC_DS_TAG_BITS   2
-#define GC_DS_TAGS       ((1 << GC_DS_TAG_BITS) - 1)
-#define GC_DS_LENGTH     0
-#define GC_DS_BITMAP     1
-#define GC_DS_PROC       2
-#define GC_DS_PER_OBJECT 3
-#define GC_I_PTRFREE     0      /* the kind of GC_malloc_atomic */
-#define GC_I_NORMAL      1      /* the kind of GC_malloc */
-/* A free-list array to pass to GC_new_kind.  lfgc keeps its free lists
- * per thread: the array (257 entries) stays NULL and is never collected. */
-GC_API void **GC_new_free_list(void);
-/* A new kind, as described above; free_list is not used.  Thread-safe. */
-GC_API unsigned GC_new_kind(void **free_list, GC_word mark_descriptor, int add_size_to_descriptor,
-                            int clear_new_objects);
-/* An object of kind k (a predefined kind's number or GC_new_kind's result;
- * anything else is reported through the warn proc and gives NULL).  Its
- * contents are zero only if the kind clears new objects. */
-GC_API void *GC_generic_malloc(size_t size, int k) __attribute__((malloc, alloc_size(1)));
+/* Kinds (GC_new_kind, GC_generic_malloc, descriptors, mark procedures)
+ * are declared in gc_mark.h, as in bdwgc. */
 /* Explicitly free an object.  NULL is ignored.  A pointer lfgc did not
  * allocate, an interior pointer or an object already freed is reported
  * through the warn proc and otherwise ignored. */

@@ -8,6 +8,7 @@
  */
 #define GC_THREADS 1
 #include "test_util.h"
+#include "gc_mark.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,6 +1,7 @@
 /* test_kinds.c: kinds made at run time (GC_new_kind), how their objects
  * are scanned, and GC_generic_malloc. */
 #include "test_util.h"
+#include "gc_mark.h"
 
 #include <pthread.h>
 #include <semaphore.h>
