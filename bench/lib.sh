@@ -13,6 +13,8 @@
 #   CC, BENCH_CFLAGS  compiler and flags for the workloads
 #   LFGC_LIB          path of liblfgc.so (default: $builddir/.libs/liblfgc.so
 #                     or $builddir/gc/.libs/liblfgc.so, whichever exists)
+#   LFGC_MALLOC_LIB   path of liblfgc-malloc.so, the malloc that malloc mode
+#                     preloads (default: found as LFGC_LIB is)
 #   BDWGC_CFLAGS, BDWGC_LIBS  how to build against bdwgc (default: pkg-config)
 
 set -u
@@ -38,6 +40,13 @@ if [ -z "${LFGC_LIB:-}" ]; then
     LFGC_LIB=$TOP_BUILDDIR/gc/.libs/liblfgc.so
     for _l in "$TOP_BUILDDIR/.libs/liblfgc.so" "$TOP_BUILDDIR/gc/.libs/liblfgc.so"; do
         if [ -f "$_l" ]; then LFGC_LIB=$_l; break; fi
+    done
+    unset _l
+fi
+if [ -z "${LFGC_MALLOC_LIB:-}" ]; then
+    LFGC_MALLOC_LIB=$TOP_BUILDDIR/.libs/liblfgc-malloc.so
+    for _l in "$TOP_BUILDDIR/.libs/liblfgc-malloc.so" "$TOP_BUILDDIR/gc/.libs/liblfgc-malloc.so"; do
+        if [ -f "$_l" ]; then LFGC_MALLOC_LIB=$_l; break; fi
     done
     unset _l
 fi
@@ -141,6 +150,7 @@ bench_machine_info() {
     echo "cflags=$BENCH_CFLAGS"
     echo "bdwgc=$(pkg-config --modversion bdw-gc 2>/dev/null)"
     echo "lfgc_lib=$LFGC_LIB"
+    echo "lfgc_malloc_lib=$LFGC_MALLOC_LIB"
     echo "quick=$BENCH_QUICK"
     echo "runs=$BENCH_RUNS"
 }

@@ -52,3 +52,41 @@ if (exists("scaling") && strlen(scaling) > 0) {
          '' using 1:7 with linespoints lw 2 pt 5 lc rgb "#a5a5a5" title "bdwgc"
     unset multiplot
 }
+
+# malloc mode.  M.dat: case, then time / glibc for lfgc glibc mimalloc
+# jemalloc tcmalloc (columns 2-6), then peak RSS / glibc for the same
+# (columns 7-11).
+if (exists("malloc") && strlen(malloc) > 0) {
+    unset logscale
+    unset xlabel
+    set terminal pngcairo size 1000,820 font ",10" noenhanced
+    set output outdir . "/malloc.png"
+    set multiplot layout 2,1 title "malloc mode: each allocator relative to glibc's malloc (medians; below 1: better than glibc)"
+    set style data histograms
+    set style histogram clustered gap 1
+    set style fill solid 0.8 border -1
+    set boxwidth 0.9
+    set xtics norotate scale 0
+    set logscale y 2
+    set yrange [*:*]
+    set ytics ("1/16" 0.0625, "1/8" 0.125, "1/4" 0.25, "1/2" 0.5, "1" 1, "2" 2, "4" 4, "8" 8, "16" 16)
+    set arrow 2 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2 lc rgb "black" front
+    set key top left horizontal reverse Left
+    set title "wall time / glibc's"
+    set ylabel "ratio (log scale)"
+    plot malloc using 2:xtic(1) title "lfgc" lc rgb "#4472c4", \
+         '' using 3 title "glibc" lc rgb "#a5a5a5", \
+         '' using 4 title "mimalloc" lc rgb "#ed7d31", \
+         '' using 5 title "jemalloc" lc rgb "#70ad47", \
+         '' using 6 title "tcmalloc" lc rgb "#ffc000"
+    set title "peak RSS / glibc's"
+    set yrange [0.25:*]
+    plot malloc using 7:xtic(1) title "lfgc" lc rgb "#4472c4", \
+         '' using 8 title "glibc" lc rgb "#a5a5a5", \
+         '' using 9 title "mimalloc" lc rgb "#ed7d31", \
+         '' using 10 title "jemalloc" lc rgb "#70ad47", \
+         '' using 11 title "tcmalloc" lc rgb "#ffc000"
+    unset multiplot
+    unset arrow 2
+    unset logscale y
+}

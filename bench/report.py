@@ -202,12 +202,39 @@ def write_plot_data(modes, results):
     return ratios_path, scaling_path
 
 
-def run_gnuplot(ratios, scaling, outdir):
+def write_malloc_plot_data(modes, results):
+    """malloc mode: every allocator's time and peak RSS relative to
+    glibc's, per workload; returns the .dat path or ''."""
+    mm = modes.get("malloc")
+    if not mm or "glibc" not in mm.peers():
+        return ""
+    lines = []
+    for case in mm.cases():
+        g = mm.row(case, "glibc") or {}
+        gw, gr = num(g.get("wall_s")), num(g.get("peak_rss_kb"))
+        vals = []
+        for field, base in (("wall_s", gw), ("peak_rss_kb", gr)):
+            for peer in MALLOC_ORDER:
+                v = num((mm.row(case, peer) or {}).get(field))
+                vals.append(f"{v / base:.4f}" if v and base else "NaN")
+        lines.append(case + " " + " ".join(vals))
+    if not lines:
+        return ""
+    path = os.path.join(results, "plot-malloc.dat")
+    with open(path, "w") as f:
+        f.write("# case, then time / glibc and peak RSS / glibc for: "
+                + " ".join(MALLOC_ORDER) + "\n")
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def run_gnuplot(ratios, scaling, outdir, malloc=""):
     if not shutil.which("gnuplot"):
         print("report: gnuplot not found: no plots", file=sys.stderr)
         return []
     os.makedirs(outdir, exist_ok=True)
-    expr = f"ratios='{ratios}'; scaling='{scaling}'; outdir='{outdir}'"
+    expr = (f"ratios='{ratios}'; scaling='{scaling}'; malloc='{malloc}'; "
+            f"outdir='{outdir}'")
     p = subprocess.run(["gnuplot", "-e", expr,
                         os.path.join(HERE, "plot.gp")],
                        stderr=subprocess.PIPE, text=True)
@@ -219,6 +246,8 @@ def run_gnuplot(ratios, scaling, outdir):
         made.append("ratios.png")
     if scaling:
         made.append("scaling.png")
+    if malloc:
+        made.append("malloc.png")
     return made
 
 
@@ -311,6 +340,8 @@ def goals(modes, callgrind):
                 why if why and not (p1 and p2) else
                 verdict(p2 / p1 if p1 and p2 else None, 1.0, strict=True)))
 
+    out += malloc_goals(modes.get("malloc"))
+
     # Fast path.
     v = None
     for row in callgrind:
@@ -321,6 +352,118 @@ def goals(modes, callgrind):
                 "not measured (run bench/callgrind.sh)",
                 verdict(v, 20) if v is not None else "not measured"))
     return out
+
+
+# Malloc mode: the allocators in the order of its tables and plots, and its
+# goals (issue 16): geometric means over the workloads of lfgc's time and
+# peak RSS against each peer's in the same run.
+MALLOC_ORDER = ["lfgc", "glibc", "mimalloc", "jemalloc", "tcmalloc"]
+MALLOC_GOALS = [("time", "ratio_key", "mimalloc", 1.0),
+                ("time", "ratio_key", "glibc", 0.8),
+                ("peak RSS", "ratio_peak_rss_kb", "glibc", 1.1)]
+
+
+def malloc_geomean(mode, field, peer):
+    """(geometric mean of `field` of the peer's rows, cases counted, cases
+    the subject has no figure for)."""
+    vals, missing = [], 0
+    for case in mode.cases():
+        r = mode.row(case, peer)
+        v = num((r or {}).get(field))
+        if v is None:
+            missing += 1
+        else:
+            vals.append(v)
+    return geomean(vals), len(vals), missing
+
+
+def malloc_goals(mode):
+    if not mode:
+        return []
+    out = []
+    subj = [mode.row(c, SUBJECT) for c in mode.cases()]
+    na = [r for r in subj if r and r.get("status") == "n/a"]
+    for what, field, peer, limit in MALLOC_GOALS:
+        goal = f"{what}: geometric mean ≤ {limit:.1f}x {peer}"
+        if peer not in mode.peers():
+            out.append(("manual mode (malloc)", goal, f"≤ {limit:.1f}x", "–",
+                        f"not measured ({peer} not run)"))
+            continue
+        g, n, missing = malloc_geomean(mode, field, peer)
+        if g is None:
+            why = ("n/a: " + (na[0].get("note") or "not built")) if na \
+                else "not measured"
+            out.append(("manual mode (malloc)", goal, f"≤ {limit:.1f}x", "–",
+                        why))
+            continue
+        measured = f"{fr(g)} over {n} workloads" + \
+            (f" ({missing} without a figure)" if missing else "")
+        out.append(("manual mode (malloc)", goal, f"≤ {limit:.1f}x",
+                    measured, "met" if g <= limit else "**NOT MET**"))
+    return out
+
+
+def malloc_table(mode):
+    """One row per workload and allocator: times, peak RSS, both relative
+    to glibc's, and lfgc's ratios to that allocator."""
+    hdr = ["case", "allocator", "wall s", "CPU s", "peak RSS MB",
+           "time / glibc", "RSS / glibc", "lfgc / it (time)",
+           "lfgc / it (RSS)"]
+    peers = [p for p in MALLOC_ORDER if p in mode.peers()] + \
+        [p for p in mode.peers() if p not in MALLOC_ORDER]
+    rows = []
+    for case in mode.cases():
+        g = mode.row(case, "glibc") or {}
+        gw, gr = num(g.get("wall_s")), num(g.get("peak_rss_kb"))
+        for peer in peers:
+            r = mode.row(case, peer)
+            if not r:
+                continue
+            st = r.get("status", "")
+            w, rss = num(r.get("wall_s")), num(r.get("peak_rss_kb"))
+            if st != "ok" and w is None:
+                note = r.get("note") or st
+                rows.append([case, peer, f"{st}: {note}" if note != st else st]
+                            + [""] * (len(hdr) - 3))
+                continue
+            rows.append([
+                case, peer, fx(w, 3), fx(num(r.get("cpu_s")), 3),
+                fx(rss / 1024 if rss is not None else None, 1),
+                fr(w / gw) if w and gw else "–",
+                fr(rss / gr) if rss and gr else "–",
+                "" if peer == SUBJECT else fr(num(r.get("ratio_key"))),
+                "" if peer == SUBJECT else fr(num(r.get("ratio_peak_rss_kb")))])
+    return md_table(hdr, rows, ["---", "---"] + ["--:"] * 7)
+
+
+def malloc_geomean_table(mode):
+    """Geometric means of every allocator's time and RSS relative to
+    glibc's, over the workloads all of them ran."""
+    peers = [p for p in MALLOC_ORDER if p in mode.peers()]
+    cases = []
+    for case in mode.cases():
+        g = mode.row(case, "glibc") or {}
+        if num(g.get("wall_s")) and num(g.get("peak_rss_kb")):
+            cases.append(case)
+    rows = []
+    for peer in peers:
+        t, c, m = [], [], []
+        for case in cases:
+            r = mode.row(case, peer) or {}
+            g = mode.row(case, "glibc")
+            w, rss = num(r.get("wall_s")), num(r.get("peak_rss_kb"))
+            cpu, gcpu = num(r.get("cpu_s")), num(g.get("cpu_s"))
+            if w and rss:
+                t.append(w / num(g["wall_s"]))
+                m.append(rss / num(g["peak_rss_kb"]))
+                if cpu and gcpu:
+                    c.append(cpu / gcpu)
+        rows.append([peer, len(t), fr(geomean(t)), fr(geomean(c)),
+                     fr(geomean(m))])
+    return md_table(["allocator", "workloads", "time / glibc (geomean)",
+                     "CPU time / glibc (geomean)",
+                     "peak RSS / glibc (geomean)"], rows,
+                    ["---", "--:", "--:", "--:", "--:"])
 
 
 def md_table(header, rows, align=None):
@@ -465,7 +608,7 @@ def busy_warning(mode):
     one core (the machine was shared), or ''."""
     n = busy = 0
     for r in mode.rows:
-        if r.get("group") == "mt":
+        if r.get("group") in ("mt", "threads"):
             continue
         wall, cpu = num(r.get("wall_s")), num(r.get("cpu_s"))
         if wall is None or cpu is None or wall < 0.05:
@@ -507,6 +650,7 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
     w("make bench                  # the whole suite, writes bench/results/ and this page")
     w("                            # (~15 min on 2 cores; the 2 GiB scaling point is half of it)")
     w("make bench BENCH_QUICK=1    # 3 runs, smaller sizes, no callgrind: ~2 min")
+    w("make bench BENCH_MODES=malloc   # malloc mode only (~3 min; quick: ~1 min)")
     w("bench/callgrind.sh          # instruction counts under valgrind (~20 s)")
     w("```")
     w("")
@@ -524,7 +668,7 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
     w("## Goals and where lfgc stands")
     w("")
     g = goals(modes, callgrind)
-    w(md_table(["issue", "goal", "target", "measured (lfgc / bdwgc)",
+    w(md_table(["issue", "goal", "target", "measured (lfgc / peer)",
                 "status"], [list(x) for x in g]))
     w("")
     bh = behind(modes)
@@ -608,8 +752,65 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
               "(bench/scaling.png)")
             w("")
 
+    mm = modes.get("malloc")
+    if mm:
+        w("## Malloc mode: lfgc as the process's malloc")
+        w("")
+        w(f"Run: {meta_line(mm.meta)}; preloaded: lfgc "
+          f"`{mm.meta.get('lfgc_malloc_lib', 'liblfgc-malloc.so')}`, "
+          "Debian 12's mimalloc 2.0.9 (`libmimalloc2.0`), jemalloc 5.3.0 "
+          "(`libjemalloc2`), tcmalloc 2.10 (`libtcmalloc-minimal4`); glibc "
+          "is the run with nothing preloaded.")
+        w("")
+        if busy_warning(mm):
+            w(busy_warning(mm))
+            w("")
+        w(malloc_table(mm))
+        w("")
+        w(malloc_geomean_table(mm))
+        w("")
+        if "malloc.png" in plots:
+            w("![time and peak RSS of each allocator relative to glibc's]"
+              "(bench/malloc.png)")
+            w("")
+        w("Workloads (`bench/workloads/malloc_*.c`, each built once against "
+          "the C library alone and run under every allocator by "
+          "`LD_PRELOAD`; each checks the contents of every object it "
+          "frees; key: wall time):")
+        w("")
+        w("- `churn`: `malloc_churn.c`, single thread: batches of 25..1600 "
+          "objects of 16..128 bytes allocated then freed in FIFO or LIFO "
+          "order (as glibc's bench-malloc-simple), then a steady set of "
+          "10,000 objects of 16..256 bytes replaced at random.")
+        w("- `realloc`: `malloc_realloc.c`, 4,000 slots of 8 B..32 KiB "
+          "(log-distributed) filled by malloc or calloc, grown and shrunk "
+          "by realloc, freed at random; contents checked across reallocs.")
+        w("- `xthread`: `malloc_xthread.c`, a producer thread allocates "
+          "16..512-byte objects and passes them in batches of 256 to a "
+          "consumer thread that frees them: every free is cross-thread.")
+        w("- `larson`: `malloc_larson.c`, larson-style server: 2 threads each "
+          "replace random objects of 16..1024 bytes among 1,000; every "
+          "10,000 operations a thread hands its objects to a new thread and "
+          "exits.")
+        w("- `cscratch`: `malloc_cscratch.c`, Hoard's cache-scratch: each "
+          "thread frees an 8-byte object the main thread allocated next to "
+          "the others', then allocates, writes and frees objects of that "
+          "size; an allocator that hands the freed object back makes the "
+          "threads share a cache line.")
+        w("- `gcc`: `gcc -O2 -S` of a generated C file "
+          "(`malloc_gencode.py`), run by `malloc_exec.c`, which checks "
+          "that the assembly is byte for byte the one gcc wrote with "
+          "glibc.")
+        w("- `python3`: `malloc_py.py` (dicts, lists, strings, sets, JSON) "
+          "with `PYTHONMALLOC=malloc`, so that every Python object comes "
+          "from the preloaded malloc; output checked as for gcc.")
+        w("")
+        w("Peak RSS of `gcc` and `python3` is that of the largest process "
+          "(from `wait4`); CPU time is the programs' user + system time.")
+        w("")
+
     for name, mode in modes.items():
-        if name in ("gc", "gc-scale"):
+        if name in ("gc", "gc-scale", "malloc"):
             continue
         w(f"## Mode `{name}`")
         w("")
@@ -718,7 +919,8 @@ def main():
         outdir = os.path.join(args.docs, "bench")
         os.makedirs(outdir, exist_ok=True)
         ratios, scaling = write_plot_data(modes, args.results)
-        plots = run_gnuplot(ratios, scaling, outdir)
+        mplot = write_malloc_plot_data(modes, args.results)
+        plots = run_gnuplot(ratios, scaling, outdir, mplot)
         doc = os.path.join(args.docs, "performance.md")
         write_doc(doc, modes, callgrind, cg_meta, plots)
         print(f"report: wrote {doc}" +

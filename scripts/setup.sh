@@ -10,7 +10,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 packages="build-essential autoconf automake libtool pkg-config
-libatomic-ops-dev libcriterion-dev libgc-dev gnuplot-nox hyperfine time valgrind
+libatomic-ops-dev libcriterion-dev libgc-dev libjemalloc2 libmimalloc2.0
+libtcmalloc-minimal4 gnuplot-nox hyperfine time valgrind
 mmv w3m"
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
