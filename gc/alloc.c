@@ -343,11 +343,10 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
 static void set_alloc_bit(struct region *r, void *p, bool on)
 {
     uint64_t bit = lowfat_slot_number(p) - r->q0;
-    uint64_t mask = 1ull << (bit & 63);
     if (on)
-        r->alloc_bits[bit >> 6] |= mask;
+        bit_set(r->alloc_bits, bit);
     else
-        r->alloc_bits[bit >> 6] &= ~mask;
+        bit_clear(r->alloc_bits, bit);
 }
 
 /* A span to sweep, or a fresh one, for (class, kind), claimed under the
@@ -845,10 +844,8 @@ static void kind_cache_mark(struct kind_cache *kc)
     memset(kc->cursor, 0, sizeof kc->cursor);
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
         struct region *r = &lf_regions[c];
-        for (void **p = kc->free[c]; p; p = link_decode(p[0])) {
-            uint64_t bit = lowfat_slot_number(p) - r->q0;
-            r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
-        }
+        for (void **p = kc->free[c]; p; p = link_decode(p[0]))
+            bit_set(r->mark_bits, lowfat_slot_number(p) - r->q0);
     }
 }
 
@@ -999,8 +996,7 @@ bool lf_free_held(void *p)
         return true;
     }
     if (lf_kinds[kind].uncollectable) {
-        uint64_t bit = lowfat_slot_number(p) - r->q0;
-        if (!(r->alloc_bits[bit >> 6] & (1ull << (bit & 63)))) {
+        if (!bit_get(r->alloc_bits, lowfat_slot_number(p) - r->q0)) {
             lf_warn("GC Warning: free of %p: the object was already freed; ignored\n",
                  (uintptr_t)p);
             return false;

@@ -419,22 +419,6 @@ uint64_t lf_dirty_mark_old(void)
     return old_bytes_queued;
 }
 
-/* Whether bits [from, to) of a bitmap are all set. */
-static bool bits_all_set(const uint64_t *bits, uint64_t from, uint64_t to)
-{
-    while (from < to) {
-        uint64_t w = bits[from >> 6] >> (from & 63);
-        uint64_t n = 64 - (from & 63);
-        if (n > to - from)
-            n = to - from;
-        uint64_t want = n == 64 ? ~0ull : (1ull << n) - 1;
-        if ((w & want) != want)
-            return false;
-        from += n;
-    }
-    return true;
-}
-
 /* Whether some word of the page at p points into an aging span.  The next
  * minor collection unmarks the objects of those spans and finds them again
  * by tracing, which does not look at protected pages. */
@@ -484,7 +468,7 @@ static bool page_all_old(struct region *r, uint64_t p)
     unsigned kb = lf_chunk_map[b >> CHUNK_SHIFT];
     if (!ka || !kb || lf_kinds[ka - 1].ptrfree || lf_kinds[kb - 1].ptrfree)
         return false;
-    if (!bits_all_set(r->mark_bits, qa - r->q0, qb - r->q0))
+    if (!lf_bits_all(r->mark_bits, qa - r->q0, qb - r->q0))
         return false;
     if (r->spans[span_index_of(r, a)].aging && r->spans[span_index_of(r, b)].aging)
         return true;

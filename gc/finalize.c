@@ -553,23 +553,16 @@ void lf_disclaim_track(void *p, bool allocated)
  * disclaim procedure (only mark_from_all kinds if asked). */
 static void each_disclaim_object(bool only_all, void (*fn)(uintptr_t base, uint64_t len))
 {
-    for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &lf_regions[c];
-        if (!r->mapped)
+    for_each_span_in_use(it) {
+        struct region *r = it.r;
+        struct span *s = it.s;
+        if (!fz.disclaim[s->kind] || (only_all && !fz.disclaim_all[s->kind]))
             continue;
-        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
-            if (s->state == SPAN_UNUSED || !fz.disclaim[s->kind] ||
-                (only_all && !fz.disclaim_all[s->kind]))
-                continue;
-            uint64_t qa, qb;
-            lf_span_slots(r, j, &qa, &qb);
-            for (uint64_t q = qa; q < qb; q++) {
-                uint64_t bit = q - r->q0;
-                if ((r->alloc_bits[bit >> 6] >> (bit & 63)) & 1)
-                    fn(q * r->size, r->large ? s->obj_bytes : r->size);
-            }
-        }
+        uint64_t qa, qb;
+        lf_span_slots(r, it.j, &qa, &qb);
+        for (uint64_t q = qa; q < qb; q++)
+            if (bit_get(r->alloc_bits, q - r->q0))
+                fn(q * r->size, r->large ? s->obj_bytes : r->size);
     }
 }
 

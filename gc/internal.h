@@ -133,6 +133,28 @@ static inline void slot_make_free(void *slot, void *next)
 }
 
 /* ------------------------------------------------------------------ */
+/* Bitmaps (bitmap.c): mark and allocation bits, one per slot, and the  */
+/* verifier's scratch maps.                                             */
+
+static inline bool bit_get(const uint64_t *bits, uint64_t i)
+{
+    return (bits[i >> 6] >> (i & 63)) & 1;
+}
+static inline void bit_set(uint64_t *bits, uint64_t i)
+{
+    bits[i >> 6] |= 1ull << (i & 63);
+}
+static inline void bit_clear(uint64_t *bits, uint64_t i)
+{
+    bits[i >> 6] &= ~(1ull << (i & 63));
+}
+/* Bits [from, to): any set, all set, how many set; clear them all. */
+bool lf_bits_any(const uint64_t *bits, uint64_t from, uint64_t to);
+bool lf_bits_all(const uint64_t *bits, uint64_t from, uint64_t to);
+size_t lf_bits_count(const uint64_t *bits, uint64_t from, uint64_t to);
+void lf_bits_clear(uint64_t *bits, uint64_t from, uint64_t to);
+
+/* ------------------------------------------------------------------ */
 /* Layout (layout.c)                                                   */
 
 enum span_state {
@@ -213,6 +235,38 @@ static inline uint64_t span_chunk_index(const struct region *r, const struct spa
 }
 /* Bytes that a span of this region spans in memory, rounded to pages. */
 void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi);
+
+/* The spans in use of every region, region by region in address order:
+ *     for_each_span_in_use(it) { ... it.r, it.j (its chunk index), it.s ... }
+ * `break` and `continue` work as in any loop.  Lock held or world stopped
+ * (spans taken or freed meanwhile may be missed or seen twice). */
+struct span_iter {
+    struct region *r;       /* NULL before the first span                  */
+    uint64_t j;
+    struct span *s;
+};
+static inline bool span_next(struct span_iter *it)
+{
+    struct region *r = it->r;
+    uint64_t j = 0;
+    if (r)
+        j = it->j + r->span_chunks;
+    else
+        r = lf_regions;
+    for (; r < lf_regions + NUM_CLASSES; r++, j = 0) {
+        if (!r->mapped)
+            continue;
+        for (; j < r->next_chunk; j += r->span_chunks)
+            if (r->spans[j].state != SPAN_UNUSED) {
+                it->r = r;
+                it->j = j;
+                it->s = &r->spans[j];
+                return true;
+            }
+    }
+    return false;
+}
+#define for_each_span_in_use(it) for (struct span_iter it = { 0 }; span_next(&it);)
 
 /* ------------------------------------------------------------------ */
 /* Blacklist (blacklist.c)                                             */
@@ -384,8 +438,7 @@ void lf_mark_push(const void *lo, const void *hi);    /* queue a range: scanned 
 static inline void mark_clear(struct region *r, const void *p)
 {
     lf_assert(slot_in_use(p) && &lf_regions[lowfat_index(p) - LOWFAT_FIRST_REGION] == r);
-    uint64_t bit = lowfat_slot_number(p) - r->q0;
-    r->mark_bits[bit >> 6] &= ~(1ull << (bit & 63));
+    bit_clear(r->mark_bits, lowfat_slot_number(p) - r->q0);
 }
 void lf_uncollectables_push(void);
 /* After lf_mark_finish, for finalization (world stopped).  A pointer
@@ -603,8 +656,6 @@ int lf_heap_walk(lf_walk_fn fn, void *arg);
  * called at the end of a collection, which also checks what holds only
  * then (global free lists dropped, marks counted, no sweep cursors). */
 unsigned lf_heap_verify(bool after_collection);
-/* Any bit set in bits [from, to)? */
-bool lf_bits_any(const uint64_t *bits, uint64_t from, uint64_t to);
 
 #pragma GCC visibility pop
 #endif /* LFGC_INTERNAL_H */

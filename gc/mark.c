@@ -651,8 +651,7 @@ bool lf_mark_is_set(const void *p)
         return true;                    /* not the collector's to free */
     if (!object_of(p, &r, &q))
         return false;
-    uint64_t bit = q - r->q0;
-    return (r->mark_bits[bit >> 6] >> (bit & 63)) & 1;
+    return bit_get(r->mark_bits, q - r->q0);
 }
 
 bool lf_mark_in_object(const void *p)
@@ -702,14 +701,7 @@ void lf_mark_set(const void *p)
     uint64_t q;
     if (!object_of(p, &r, &q))
         return;
-    uint64_t bit = q - r->q0;
-    r->mark_bits[bit >> 6] |= 1ull << (bit & 63);
-}
-
-static bool mark_is_set(const struct region *r, uint64_t q)
-{
-    uint64_t bit = q - r->q0;
-    return (r->mark_bits[bit >> 6] >> (bit & 63)) & 1;
+    bit_set(r->mark_bits, q - r->q0);
 }
 
 void lf_mark_clear_all(void)
@@ -722,18 +714,6 @@ void lf_mark_clear_all(void)
         lf_span_slots(r, r->next_chunk - r->span_chunks, &qa, &qb);
         uint64_t bits = qb - r->q0;
         memset(r->mark_bits, 0, (bits + 63) / 64 * 8);
-    }
-}
-
-static void clear_bits(uint64_t *bits, uint64_t from, uint64_t to)
-{
-    while (from < to) {
-        uint64_t n = 64 - (from & 63);
-        if (n > to - from)
-            n = to - from;
-        uint64_t mask = (n == 64 ? ~0ull : (1ull << n) - 1) << (from & 63);
-        bits[from >> 6] &= ~mask;
-        from += n;
     }
 }
 
@@ -754,7 +734,7 @@ void lf_mark_clear_aging(void)
                 continue;
             uint64_t qa, qb;
             lf_span_slots(r, j, &qa, &qb);
-            clear_bits(r->mark_bits, qa - r->q0, qb - r->q0);
+            lf_bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
             s->aging = 0;
         }
     }
@@ -764,27 +744,23 @@ void lf_mark_clear_aging(void)
 /* Uncollectable objects are roots: mark and scan every allocated one. */
 void lf_uncollectables_push(void)
 {
-    for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &lf_regions[c];
-        if (!r->mapped)
+    for_each_span_in_use(it) {
+        struct region *r = it.r;
+        struct span *s = it.s;
+        if (!lf_kinds[s->kind].uncollectable)
             continue;
-        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
-            if (s->state == SPAN_UNUSED || !lf_kinds[s->kind].uncollectable)
+        uint64_t qa, qb;
+        lf_span_slots(r, it.j, &qa, &qb);
+        for (uint64_t q = qa; q < qb; q++) {
+            uint64_t bit = q - r->q0;
+            if (!bit_get(r->alloc_bits, bit))
                 continue;
-            uint64_t qa, qb;
-            lf_span_slots(r, j, &qa, &qb);
-            for (uint64_t q = qa; q < qb; q++) {
-                uint64_t bit = q - r->q0;
-                if (!((r->alloc_bits[bit >> 6] >> (bit & 63)) & 1))
-                    continue;
-                AO_or((volatile AO_t *)&r->mark_bits[bit >> 6], 1ull << (bit & 63));
-                void *base = (void *)(q * r->size);
-                uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
-                                             r->large ? s->obj_bytes : r->size);
-                if (len)
-                    lf_mark_range(base, (char *)base + len);
-            }
+            AO_or((volatile AO_t *)&r->mark_bits[bit >> 6], 1ull << (bit & 63));
+            void *base = (void *)(q * r->size);
+            uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
+                                         r->large ? s->obj_bytes : r->size);
+            if (len)
+                lf_mark_range(base, (char *)base + len);
         }
     }
 }
@@ -799,25 +775,21 @@ static void mark_recover_overflow(void)
     parallel_now = false;
     recovering = true;
     while (AO_compare_and_swap_full(&overflowed, 1, 0)) {
-        for (unsigned c = 0; c < NUM_CLASSES; c++) {
-            struct region *r = &lf_regions[c];
-            if (!r->mapped)
+        for_each_span_in_use(it) {
+            struct region *r = it.r;
+            struct span *s = it.s;
+            if (lf_kinds[s->kind].ptrfree)
                 continue;
-            for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-                struct span *s = &r->spans[j];
-                if (s->state == SPAN_UNUSED || lf_kinds[s->kind].ptrfree)
+            uint64_t qa, qb;
+            lf_span_slots(r, it.j, &qa, &qb);
+            for (uint64_t q = qa; q < qb; q++) {
+                if (!bit_get(r->mark_bits, q - r->q0))
                     continue;
-                uint64_t qa, qb;
-                lf_span_slots(r, j, &qa, &qb);
-                for (uint64_t q = qa; q < qb; q++) {
-                    if (!mark_is_set(r, q))
-                        continue;
-                    void *base = (void *)(q * r->size);
-                    uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
-                                                 r->large ? s->obj_bytes : r->size);
-                    if (len)
-                        lf_mark_range(base, (char *)base + len);
-                }
+                void *base = (void *)(q * r->size);
+                uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
+                                             r->large ? s->obj_bytes : r->size);
+                if (len)
+                    lf_mark_range(base, (char *)base + len);
             }
         }
     }

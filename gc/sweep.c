@@ -13,32 +13,6 @@
 
 #include "internal.h"
 
-/* The popcnt instruction (every x86_64 CPU since 2008) rather than
- * libgcc's bit-twiddling call: this runs over the whole bitmap after
- * every collection. */
-__attribute__((target("popcnt")))
-static size_t popcount_range(const uint64_t *bits, uint64_t from, uint64_t to)
-{
-    size_t n = 0;
-    if (from >= to)
-        return 0;
-    uint64_t wa = from >> 6, wb = (to - 1) >> 6;
-    for (uint64_t w = wa; w <= wb; w++) {
-        uint64_t v = bits[w];
-        if (w == wa)
-            v &= ~0ull << (from & 63);
-        if (w == wb && (to & 63))
-            v &= ~(~0ull << (to & 63));
-        n += (size_t)__builtin_popcountll(v);
-    }
-    return n;
-}
-
-static size_t count_alloc_bits(const struct region *r, uint64_t qa, uint64_t qb)
-{
-    return popcount_range(r->alloc_bits, qa - r->q0, qb - r->q0);
-}
-
 /* When collections may be minor, nursery spans with survivors become
  * aging rather than old, after a full collection as after a minor one: the
  * next minor collection gives their objects one more chance to die young.
@@ -67,8 +41,8 @@ void lf_sweep_after_mark(bool generational)
             const struct kind *kd = &lf_kinds[s->kind];
             uint64_t qa, qb;
             lf_span_slots(r, j, &qa, &qb);
-            size_t n = kd->uncollectable ? count_alloc_bits(r, qa, qb)
-                                         : popcount_range(r->mark_bits, qa - r->q0, qb - r->q0);
+            size_t n = lf_bits_count(kd->uncollectable ? r->alloc_bits : r->mark_bits,
+                                     qa - r->q0, qb - r->q0);
             lf_assert(n <= qb - qa && (!r->large || n <= 1));
             uint64_t bytes = r->large ? s->obj_bytes * n : r->size * n;
             if (kd->ptrfree)

@@ -103,27 +103,6 @@ void lf_assert_fail(const char *file, int line, const char *cond)
     abort();
 }
 
-bool lf_bits_any(const uint64_t *bits, uint64_t from, uint64_t to)
-{
-    for (uint64_t i = from; i < to;) {
-        uint64_t w = bits[i >> 6] >> (i & 63);
-        uint64_t n = 64 - (i & 63);
-        if (n > to - i)
-            n = to - i;
-        if (n < 64)
-            w &= (1ull << n) - 1;
-        if (w)
-            return true;
-        i += n;
-    }
-    return false;
-}
-
-static inline bool bit_test(const uint64_t *bits, uint64_t i)
-{
-    return (bits[i >> 6] >> (i & 63)) & 1;
-}
-
 /* ------------------------------------------------------------------ */
 /* Slot states                                                         */
 
@@ -181,10 +160,10 @@ static enum lfgc_slot_state slot_state_in(const struct region *r, const struct s
         return LFGC_SLOT_ALLOCATED;     /* dead large objects are freed at once */
     uint64_t bit = q - r->q0;
     if (lf_kinds[s->kind].uncollectable)
-        return bit_test(r->alloc_bits, bit) ? LFGC_SLOT_ALLOCATED : LFGC_SLOT_FREE;
+        return bit_get(r->alloc_bits, bit) ? LFGC_SLOT_ALLOCATED : LFGC_SLOT_FREE;
     if (slot_is_free((void *)(q * r->size)))
         return LFGC_SLOT_FREE;
-    if (bit_test(r->mark_bits, bit))
+    if (bit_get(r->mark_bits, bit))
         return LFGC_SLOT_ALLOCATED;
     /* Unmarked: allocated since the last collection, or dead and not yet
      * swept. */
@@ -221,23 +200,16 @@ typedef int (*slot_fn)(void *base, size_t bytes, unsigned kind, enum lfgc_slot_s
 
 static int walk_slots(slot_fn fn, void *arg)
 {
-    for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        struct region *r = &lf_regions[c];
-        if (!r->mapped)
-            continue;
-        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
-            if (s->state == SPAN_UNUSED)
-                continue;
-            uint64_t qa, qb, from = UINT64_MAX;
-            lf_span_slots(r, j, &qa, &qb);
-            size_t bytes = r->large ? s->obj_bytes : r->size;
-            for (uint64_t q = qa; q < qb; q++) {
-                enum lfgc_slot_state st = slot_state_in(r, s, q, &from);
-                int rc = fn((void *)(q * r->size), bytes, s->kind, st, arg);
-                if (rc)
-                    return rc;
-            }
+    for_each_span_in_use(it) {
+        struct region *r = it.r;
+        uint64_t qa, qb, from = UINT64_MAX;
+        lf_span_slots(r, it.j, &qa, &qb);
+        size_t bytes = r->large ? it.s->obj_bytes : r->size;
+        for (uint64_t q = qa; q < qb; q++) {
+            enum lfgc_slot_state st = slot_state_in(r, it.s, q, &from);
+            int rc = fn((void *)(q * r->size), bytes, it.s->kind, st, arg);
+            if (rc)
+                return rc;
         }
     }
     return 0;
@@ -440,7 +412,7 @@ static uint64_t verify_spans(struct verify *v, uint64_t *heap_sum, uint64_t *rel
                  * of them leave it swept, some put it on an unswept list. */
                 uint64_t n = 0;
                 for (uint64_t q = qa; q < qb; q++)
-                    n += bit_test(r->mark_bits, q - r->q0);
+                    n += bit_get(r->mark_bits, q - r->q0);
                 bool ok = s->state == SPAN_UNSWEPT ? n > 0 && n < qb - qa : n == qb - qa;
                 if (!ok)
                     problem(v, "span %p: %s after the collection with %llu of %llu slots marked",
@@ -546,14 +518,14 @@ static uint64_t verify_free_list(struct verify *v, void *head, unsigned c, unsig
             broken = true;
             break;
         }
-        if (bit_test(v->seen[c], bit)) {
+        if (bit_get(v->seen[c], bit)) {
             problem(v, "%s list (class %llu, %s): slot %p is on a free list twice (a cycle, "
                     "or two lists share it)", where, (unsigned long long)r->size,
                     kind_name(k), (void *)p);
             broken = true;
             break;
         }
-        v->seen[c][bit >> 6] |= 1ull << (bit & 63);
+        bit_set(v->seen[c], bit);
         n++;
         struct span *s = span_of(r, p);
         if (s->kind != k)
@@ -572,12 +544,12 @@ static uint64_t verify_free_list(struct verify *v, void *head, unsigned c, unsig
                     "with %p (written after being freed?)", where, (unsigned long long)r->size,
                     kind_name(k), (void *)p, (void *)w[1]);
         if (lf_kinds[s->kind].uncollectable) {
-            if (bit_test(r->alloc_bits, bit))
+            if (bit_get(r->alloc_bits, bit))
                 problem(v, "%s list: uncollectable slot %p is free but its allocated bit is set",
                         where, (void *)p);
             continue;
         }
-        bool marked = bit_test(r->mark_bits, bit);
+        bool marked = bit_get(r->mark_bits, bit);
         if (cache && v->after && !marked)
             problem(v, "%s list: slot %p is not marked at the end of a collection: a sweep "
                     "would hand it out again", where, (void *)p);
@@ -634,9 +606,9 @@ static void verify_cache(struct thread_cache *tc, void *arg)
                         (unsigned long long)(qa - r->q0), (unsigned long long)(qb - r->q0));
             uint64_t *held = v->cursor_spans[c];
             if (held) {
-                if (bit_test(held, j))
+                if (bit_get(held, j))
                     problem(v, "span %p: two sweep cursors hold it", at);
-                held[j >> 6] |= 1ull << (j & 63);
+                bit_set(held, j);
             }
         }
     }
@@ -657,7 +629,7 @@ static int verify_slot(void *base, size_t bytes, unsigned kind, enum lfgc_slot_s
     struct region *r = region_of(base);
     unsigned c = (unsigned)(r - lf_regions);
     uint64_t bit = lowfat_slot_number(base) - r->q0;
-    bool listed = v->seen[c] && bit < v->seen_bits[c] && bit_test(v->seen[c], bit);
+    bool listed = v->seen[c] && bit < v->seen_bits[c] && bit_get(v->seen[c], bit);
     if (lf_kinds[kind].uncollectable) {
         if (!listed && !slot_is_free(base))
             problem(v, "uncollectable slot %p: neither allocated nor free", base);
@@ -668,7 +640,7 @@ static int verify_slot(void *base, size_t bytes, unsigned kind, enum lfgc_slot_s
     /* A marked free slot is left alone by the sweep: one on a thread's
      * list, or one a false reference reached (lost until a full collection
      * finds it unreferenced, harmless: it retains nothing). */
-    if (bit_test(r->mark_bits, bit))
+    if (bit_get(r->mark_bits, bit))
         v->marked_free_bytes += bytes;
     else if (!listed && bit < unswept_from(r, span_of(r, base)) &&
              v->loose_free++ < sizeof v->loose / sizeof v->loose[0])
