@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages="build-essential autoconf automake libtool pkg-config
 libatomic-ops-dev libcriterion-dev libgc-dev libjemalloc2 libmimalloc2.0
 libtcmalloc-minimal4 gnuplot-nox hyperfine time valgrind
-mmv w3m"
+ecl guile-3.0 guile-3.0-dev mmv neko w3m"
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "setup.sh: this script expects a Debian system (dpkg and apt-get)" >&2
