@@ -24,6 +24,7 @@ size_t lf_extra_bytes = 1;
 void lf_alloc_init(void)
 {
     lf_extra_bytes = GC_all_interior_pointers ? 1 : 0;
+    lf_base_only = !GC_all_interior_pointers;
     unsigned c = 0;
     for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++) {
         while (c + 1 < NUM_CLASSES && lf_regions[c].size < n + lf_extra_bytes)

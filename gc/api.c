@@ -238,9 +238,23 @@ LFGC_EXPORT int GC_get_all_interior_pointers(void)
     return GC_all_interior_pointers;
 }
 
+bool lf_base_only;
+uint8_t lf_valid_displacements[LF_MAX_DISPLACEMENT] = { [0] = 1 };
+
+/* bdwgc keeps a table of valid offsets as large as its block and aborts
+ * past it; so does lfgc, whose table the marker reads only while interior
+ * pointers are off.  Recorded in either mode. */
 LFGC_EXPORT void GC_register_displacement(size_t offset)
 {
-    (void)offset;
+    if (offset >= LF_MAX_DISPLACEMENT) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "GC_register_displacement(%zu): displacements must be "
+                 "below %u", offset, LF_MAX_DISPLACEMENT);
+        lf_abort(msg);
+    }
+    lock();
+    lf_valid_displacements[offset] = 1;
+    unlock();
 }
 
 LFGC_EXPORT void *GC_call_with_alloc_lock(GC_fn_type fn, void *client_data)

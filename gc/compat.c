@@ -472,12 +472,16 @@ LFGC_EXPORT void *GC_post_incr(void **p, ptrdiff_t how_much)
     return initial;
 }
 
-/* Every offset into an object keeps it (lfgc finds the base of any
- * interior pointer), so a pointer is valid when it is outside the heap or
- * points into an object in use. */
+/* A pointer is valid when it is outside the heap or points into an
+ * object in use: anywhere in it (lfgc finds the base of any interior
+ * pointer), or, with interior pointers off, at its base or a registered
+ * displacement. */
 LFGC_EXPORT void *GC_is_valid_displacement(void *p)
 {
-    if (lowfat_is_heap_ptr(p) && !live_base(p))
+    if (!lowfat_is_heap_ptr(p))
+        return p;
+    char *base = live_base(p);
+    if (!base || (lf_base_only && !displacement_valid((uint64_t)((char *)p - base))))
         GC_is_valid_displacement_print_proc(p);
     return p;
 }

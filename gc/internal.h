@@ -330,6 +330,16 @@ extern struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
 #define MARK_DISPATCH_TAG ((uintptr_t)2)
 #define MARK_NO_SCAN      4
 extern uint8_t lf_kind_mark[MAX_KINDS + 1];
+/* Interior pointers off (GC_all_interior_pointers 0 when the heap is set
+ * up): the marker keeps an object only for a word at its base or at a
+ * displacement GC_register_displacement made valid (offset 0 always). */
+extern bool lf_base_only;
+#define LF_MAX_DISPLACEMENT 4096
+extern uint8_t lf_valid_displacements[LF_MAX_DISPLACEMENT];
+static inline bool displacement_valid(uint64_t offset)
+{
+    return offset < LF_MAX_DISPLACEMENT && lf_valid_displacements[offset];
+}
 static inline struct class_kind *class_kind_of(unsigned c, unsigned kind)
 {
     return &lf_kinds[kind].ck[c];
@@ -432,6 +442,10 @@ unsigned lf_mark_markers(void);
 void lf_mark_set_markers(unsigned n);
 void lf_mark_clear_all(void);
 void lf_mark_range(const void *lo, const void *hi);   /* scan a root range    */
+/* A stack or saved registers: as lf_mark_range, but with interior
+ * pointers off an interior pointer from there still keeps its object, as
+ * in bdwgc (compilers keep derived pointers in frames and registers). */
+void lf_mark_stack_range(const void *lo, const void *hi);
 void lf_mark_push(const void *lo, const void *hi);    /* queue a range: scanned by a later drain */
 /* Clear the mark of the object at p (a slot base), lock held: objects
  * freed explicitly must not look old to a minor collection. */

@@ -209,10 +209,12 @@ static inline uintptr_t *pop_entry(uintptr_t *top, struct mark_entry *e)
 
 /* ------------------------------------------------------------------ */
 /* The heart of the collector: one candidate word.  Returns the new top of
- * the mark stack, which the callers keep in a register.  `atomic` is a
- * constant at every call site: two specialised copies are compiled. */
+ * the mark stack, which the callers keep in a register.  `atomic` and
+ * `base_only` (interior pointers off: lf_base_only) are constants at the
+ * hot call sites: the default copies carry no offset check at all. */
 static inline __attribute__((always_inline)) uintptr_t *
-mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
+mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
+          const bool base_only)
 {
     uint64_t c = (w >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
     if (c >= NUM_CLASSES)
@@ -232,6 +234,8 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
     uint64_t *word = &r->mark_bits[bit >> 6];
     uint64_t mask = 1ull << (bit & 63);
     if (*word & mask)
+        return top;
+    if (base_only && !displacement_valid(w - base))
         return top;
     if (atomic) {
         /* Two markers racing for one object may both scan it: harmless,
@@ -253,10 +257,11 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic)
 }
 
 static inline __attribute__((always_inline)) uintptr_t *
-scan_words(struct marker *m, uintptr_t lo, uintptr_t hi, uintptr_t *top, const bool atomic)
+scan_words(struct marker *m, uintptr_t lo, uintptr_t hi, uintptr_t *top, const bool atomic,
+           const bool base_only)
 {
     for (const uintptr_t *p = (const uintptr_t *)lo; (uintptr_t)(p + 1) <= hi; p++)
-        top = mark_word(m, *p, top, atomic);
+        top = mark_word(m, *p, top, atomic, base_only);
     return top;
 }
 
@@ -307,7 +312,7 @@ static void share(struct marker *m)
  * many bytes were scanned, leaving the rest on the stack; true when the
  * stack was emptied. */
 static inline __attribute__((always_inline)) bool
-drain_impl(struct marker *m, const bool atomic, int64_t *budget)
+drain_impl(struct marker *m, const bool atomic, int64_t *budget, const bool base_only)
 {
     struct mark_entry ring[PREFETCH_DEPTH];
     unsigned head = 0, count = 0;
@@ -330,7 +335,7 @@ drain_impl(struct marker *m, const bool atomic, int64_t *budget)
         struct mark_entry e = ring[head];
         head = (head + 1) % PREFETCH_DEPTH;
         count--;
-        top = scan_words(m, e.lo, e.hi, top, atomic);
+        top = scan_words(m, e.lo, e.hi, top, atomic, base_only);
         if (budget && (*budget -= (int64_t)(e.hi - e.lo)) <= 0) {
             /* Out of budget: the prefetched entries go back on the stack
              * (through push_slow when it is full, as any push). */
@@ -354,11 +359,41 @@ drain_impl(struct marker *m, const bool atomic, int64_t *budget)
     return true;
 }
 
-static void drain_serial(struct marker *m) { drain_impl(m, false, NULL); }
-static void drain_parallel(struct marker *m) { drain_impl(m, true, NULL); }
+/* Interior pointers off: copies with the offset check, chosen once per
+ * drain, so that the default copies are as they were. */
+static __attribute__((noinline)) void drain_serial_base_only(struct marker *m)
+{
+    drain_impl(m, false, NULL, true);
+}
+static __attribute__((noinline)) void drain_parallel_base_only(struct marker *m)
+{
+    drain_impl(m, true, NULL, true);
+}
+static __attribute__((noinline)) bool drain_serial_budget_base_only(struct marker *m,
+                                                                     int64_t *budget)
+{
+    return drain_impl(m, false, budget, true);
+}
+
+static void drain_serial(struct marker *m)
+{
+    if (unlikely(lf_base_only))
+        drain_serial_base_only(m);
+    else
+        drain_impl(m, false, NULL, false);
+}
+static void drain_parallel(struct marker *m)
+{
+    if (unlikely(lf_base_only))
+        drain_parallel_base_only(m);
+    else
+        drain_impl(m, true, NULL, false);
+}
 static bool drain_serial_budget(struct marker *m, int64_t *budget)
 {
-    return drain_impl(m, false, budget);
+    if (unlikely(lf_base_only))
+        return drain_serial_budget_base_only(m, budget);
+    return drain_impl(m, false, budget, false);
 }
 
 static bool parallel_now;               /* this cycle uses several markers */
@@ -561,11 +596,38 @@ void lf_mark_range(const void *lo, const void *hi)
     /* Scan in slices and drain as we go, so that the stack stays small. */
     while (a < b) {
         uintptr_t end = b - a > 65536 ? a + 65536 : b;
-        m->top = parallel_now ? scan_words(m, a, end, m->top, true)
-                              : scan_words(m, a, end, m->top, false);
+        m->top = parallel_now ? scan_words(m, a, end, m->top, true, lf_base_only)
+                              : scan_words(m, a, end, m->top, false, lf_base_only);
         drain(m);
         a = end;
     }
+}
+
+/* Interior pointers off: a word of a stack that points into an object
+ * in use is taken as its base, as bdwgc takes any interior pointer from
+ * stacks and registers.  Other words go as they are (blacklisting sees
+ * them as before). */
+void lf_mark_stack_range(const void *lo, const void *hi)
+{
+    if (likely(!lf_base_only)) {
+        lf_mark_range(lo, hi);
+        return;
+    }
+    struct marker *m = &markers[0];
+    const uintptr_t *p = (const uintptr_t *)(((uintptr_t)lo + 7) & ~(uintptr_t)7);
+    for (size_t n = 1; (uintptr_t)(p + 1) <= (uintptr_t)hi; p++, n++) {
+        uintptr_t w = *p;
+        if (lowfat_is_ptr((void *)w)) {
+            uintptr_t base = (uintptr_t)lowfat_base((void *)w);
+            if (lf_chunk_map[base >> CHUNK_SHIFT])
+                w = base;
+        }
+        m->top = parallel_now ? mark_word(m, w, m->top, true, false)
+                              : mark_word(m, w, m->top, false, false);
+        if (n % 8192 == 0)
+            drain(m);
+    }
+    drain(m);
 }
 
 /* Queue [lo, hi) to be scanned, as a range on the mark stack: many
@@ -685,7 +747,7 @@ void lf_mark_contents(const void *p, bool skip_self)
     for (const uintptr_t *w = (const uintptr_t *)base; (uintptr_t)(w + 1) <= end; w++) {
         if (*w - base < skip)
             continue;
-        m->top = mark_word(m, *w, m->top, false);
+        m->top = mark_word(m, *w, m->top, false, lf_base_only);
         if (m->top - m->stack >= PUSH_DRAIN_DEPTH)
             drain(m);
     }

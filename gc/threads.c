@@ -523,7 +523,7 @@ static void mark_stack_range(uintptr_t lo, uintptr_t hi)
 {
     if (lo >= hi)
         return;
-    lf_mark_range((void *)lo, (void *)hi);
+    lf_mark_stack_range((void *)lo, (void *)hi);
     last_stacks_bytes += hi - lo;
 }
 
@@ -774,7 +774,7 @@ void lf_stacks_mark(void)
         }
         if (!t->suspended)
             continue;
-        lf_mark_range(t->regs, t->regs + NGREG);
+        lf_mark_stack_range(t->regs, t->regs + NGREG);
         scan_stack(t, t->stack_sp);
     }
 }

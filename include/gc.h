@@ -288,13 +288,19 @@ GC_API void GC_exclude_static_roots(void *low, void *high);
 GC_API void GC_set_no_dls(int);
 GC_API int GC_get_no_dls(void);
 
-/* Interior pointers: lfgc always recognises them (low-fat bases cost
- * nothing); with the setting on (the default) each object also gets one
+/* Interior pointers.  On (1, the default): a pointer anywhere into an
+ * object keeps it (low-fat bases cost nothing), and each object gets one
  * extra byte so that a pointer just past its end keeps it, not its
- * neighbour.  Set before GC_init. */
+ * neighbour.  Off (0): a word in static data, a root range or a heap
+ * object keeps an object only at its start or at a displacement
+ * registered with GC_register_displacement; a word of a stack or of
+ * saved registers still keeps the object it points anywhere into (as in
+ * bdwgc); no extra byte.  Set before GC_init (or the first allocation). */
 GC_API void GC_set_all_interior_pointers(int);
 GC_API int GC_get_all_interior_pointers(void);
-/* Accepted: every displacement is already recognised. */
+/* With interior pointers off, a pointer `offset` bytes into any object
+ * keeps it from now on.  offset < 4096, or lfgc aborts (as bdwgc does).
+ * With interior pointers on it is recorded and changes nothing. */
 GC_API void GC_register_displacement(size_t offset);
 
 /* Keep ptr (and what it points to) visibly reachable up to this point:
@@ -639,7 +645,8 @@ GC_API void GC_dump_finalization(void);
  *   GC_same_obj(p, q): p lies in the object q points into (one past the
  *     end included), or both are outside the heap;
  *   GC_is_valid_displacement(p): p is outside the heap or points into an
- *     object in use (every offset keeps an object in lfgc);
+ *     object in use (with interior pointers off: at its start or at a
+ *     registered displacement);
  *   GC_is_visible(p): the collector scans the word at p: a heap word of a
  *     scanned object; any address outside the heap passes unchecked.
  * GC_pre_incr/GC_post_incr add how_much to *p after GC_same_obj's check
