@@ -131,20 +131,6 @@ Test(bare, malloc_calling_back_during_registration, .timeout = 20)
     GC_gcollect();
 }
 
-static int task_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
 static bool handler_installed(int sig)
 {
     struct sigaction old;
@@ -158,7 +144,7 @@ static bool handler_installed(int sig)
 static int collection_off_child(void)
 {
     setenv("GC_MARKERS", "2", 1);       /* one marker thread when on */
-    if (handler_installed(SIGPWR) || handler_installed(SIGXCPU) || task_count() != 1)
+    if (handler_installed(SIGPWR) || handler_installed(SIGXCPU) || tu_count_tasks() != 1)
         return 10;                      /* the test itself is wrong */
     void *p = GC_malloc_atomic_uncollectable(100);
     void *q = GC_malloc_uncollectable(5000);
@@ -176,7 +162,7 @@ static int collection_off_child(void)
         return 12;
     if (handler_installed(SIGXCPU))
         return 13;
-    if (task_count() != 1)
+    if (tu_count_tasks() != 1)
         return 14;
     GC_INIT();
     if (!handler_installed(SIGPWR))
@@ -184,20 +170,12 @@ static int collection_off_child(void)
     if (!handler_installed(SIGXCPU))
         return 16;
     GC_gcollect();                      /* starts the marker thread */
-    if (task_count() < 2)
+    if (tu_count_tasks() < 2)
         return 17;
     return 0;
 }
 
 Test(bare, uncollectable_allocation_leaves_signals_and_threads_alone)
 {
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0)
-        _exit(collection_off_child());
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status), "the child died (status %#x)", status);
-    cr_assert_eq(WEXITSTATUS(status), 0, "check %d failed in the child",
-                 WEXITSTATUS(status));
+    tu_in_child(collection_off_child, 30, "collection off (the status is the failed check)");
 }

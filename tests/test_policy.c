@@ -27,17 +27,6 @@
  * and check reclamation with aggregate figures only. */
 TestSuite(policy);
 
-/* Resident set size of this process, in bytes. */
-static size_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    cr_assert_not_null(f);
-    unsigned long size = 0, resident = 0;
-    cr_assert_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
-    fclose(f);
-    return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* ------------------------------------------------------------------ */
 /* Pooled room passes from class to class                              */
 
@@ -112,12 +101,12 @@ Test(policy, pooled_room_passes_between_classes, .timeout = 30)
     pr_garbage();
     cr_assert_eq(GC_get_gc_no(), gc0, "setup: A's allocation collected");
     tu_collect();
-    size_t unmapped = GC_get_unmapped_bytes(), rss = rss_bytes();
+    size_t unmapped = GC_get_unmapped_bytes(), rss = tu_rss_bytes();
     GC_word gc1 = GC_get_gc_no();
 
     pr_build();
     GC_word during = GC_get_gc_no() - gc1;
-    size_t unmapped_after = GC_get_unmapped_bytes(), rss_after = rss_bytes();
+    size_t unmapped_after = GC_get_unmapped_bytes(), rss_after = tu_rss_bytes();
     cr_assert_eq(during, 0, "%lu collections while pooled room was there",
                  (unsigned long)during);
     /* A's garbage reclaimed: its pages given back as B needed room. */
@@ -209,31 +198,18 @@ static uint64_t tw_collections(unsigned n)
  * allocated as much alone, so that every count starts from the same
  * heap.  The child checks the heap stayed bounded and the live list
  * intact. */
+static int tw_child(void *arg, uint64_t *count)
+{
+    tw_collections(1);
+    *count = tw_collections((unsigned)(uintptr_t)arg);
+    return atomic_load(&tw_failures) == 0 && GC_get_heap_size() < ((size_t)64 << 20) &&
+           tw_intact() ? 0 : 1;
+}
+
 static uint64_t tw_collections_fresh(unsigned n)
 {
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        alarm(60);
-        close(fds[0]);
-        tw_collections(1);
-        uint64_t count = tw_collections(n);
-        bool ok = atomic_load(&tw_failures) == 0 && GC_get_heap_size() < ((size_t)64 << 20) &&
-                  tw_intact();
-        _exit(write(fds[1], &count, sizeof count) == sizeof count && ok ? 0 : 1);
-    }
-    close(fds[1]);
-    uint64_t count = 0;
-    ssize_t got = read(fds[0], &count, sizeof count);
-    close(fds[0]);
-    int status = 0;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == sizeof count,
-              "the child failed: heap unbounded, live data damaged or a worker "
-              "failed (status %d)", status);
-    return count;
+    return tu_in_child_value(tw_child, (void *)(uintptr_t)n, 60,
+                             "heap unbounded, live data damaged or a worker failed");
 }
 
 /* Threads allocating at once each have structures in progress that a

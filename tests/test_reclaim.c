@@ -13,17 +13,6 @@
 
 TestSuite(reclaim, .init = tu_warm_up);
 
-/* Resident set size of this process, in bytes. */
-static size_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    cr_assert_not_null(f);
-    unsigned long size = 0, resident = 0;
-    cr_assert_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
-    fclose(f);
-    return resident * (size_t)sysconf(_SC_PAGESIZE);
-}
-
 /* ------------------------------------------------------------------ */
 /* A fixed live set, a hundred times as much garbage                    */
 
@@ -645,7 +634,7 @@ Test(reclaim, large_objects_intact_and_pages_given_back, .timeout = 60)
                      "%zu MiB object corrupted", sizes[i] >> 20);
     tu_collect();
     size_t heap0 = GC_get_heap_size(), unmapped0 = GC_get_unmapped_bytes();
-    size_t rss0 = rss_bytes();
+    size_t rss0 = tu_rss_bytes();
     GC_hidden_pointer h[8];
     for (int i = 0; i < n; i++) {
         h[i] = tu_hide((void *)large_roots[i]);
@@ -664,7 +653,7 @@ Test(reclaim, large_objects_intact_and_pages_given_back, .timeout = 60)
         total -= sizes[i];
     }
     size_t heap1 = GC_get_heap_size(), unmapped1 = GC_get_unmapped_bytes();
-    size_t rss1 = rss_bytes();
+    size_t rss1 = tu_rss_bytes();
     cr_assert_geq(unmapped1, unmapped0 + total, "GC_get_unmapped_bytes went from %zu "
                   "to %zu KiB after %zu KiB of large objects died", unmapped0 >> 10,
                   unmapped1 >> 10, total >> 10);

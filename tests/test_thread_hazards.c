@@ -25,146 +25,32 @@
  *
  * This program interposes malloc (section 4) to see who calls it when.
  */
-#define _GNU_SOURCE
-#include <criterion/criterion.h>
-
-#include <errno.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-/* The real pthread_create, captured before gc.h redirects it: these tests
- * need threads the collector is not told about. */
-static int real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                               void *(*fn)(void *), void *arg)
-{
-    return pthread_create(t, attr, fn, arg);
-}
-
-static int real_pthread_join(pthread_t t, void **ret)
-{
-    return pthread_join(t, ret);
-}
-
 #define GC_THREADS
-#include "gc.h"
-#include "lfgc.h"
+#include "test_util.h"      /* first: it defines _GNU_SOURCE */
 
 #define NOINLINE __attribute__((noinline))
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-
-/* ------------------------------------------------------------------ */
-/* Time and waiting                                                    */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Sleep against an absolute deadline (the collector's signals interrupt
- * sleeps). */
-static void sleep_ms(unsigned ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
-        ;
-}
-
-/* Wait until *v >= want; false after `secs` seconds. */
-static bool wait_at_least(atomic_long *v, long want, double secs)
-{
-    double end = now_s() + secs;
-    for (unsigned spins = 0; atomic_load(v) < want; spins++) {
-        if (now_s() > end)
-            return false;
-        if (spins < 200)
-            sched_yield();
-        else
-            sleep_ms(1);
-    }
-    return true;
-}
 
 /* ------------------------------------------------------------------ */
 /* Data with checksums                                                  */
 
-static inline uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* Word j of the data with seed s: bit 63 set, never a heap address. */
-static inline uint64_t pat(uint64_t s, uint64_t j)
-{
-    return mix(s * 0x100000001b3ull + j) | (1ull << 63);
-}
-
-struct node {
-    struct node *next;
-    uint64_t key;
-    uint64_t val[2];
-};
-
+/* A checksummed list (test_util.h), handed back hidden: the caller's
+ * frame never holds it. */
 static NOINLINE GC_hidden_pointer list_build(uint64_t seed, size_t n)
 {
-    struct node *head = NULL;
-    for (size_t i = n; i-- > 0;) {
-        struct node *x = GC_MALLOC(sizeof *x);
-        if (!x)
-            return 0;
-        x->next = head;
-        x->key = pat(seed, 3 * i);
-        x->val[0] = pat(seed, 3 * i + 1);
-        x->val[1] = pat(seed, 3 * i + 2);
-        head = x;
-    }
-    return GC_HIDE_POINTER(head);
-}
-
-/* Index of the first bad node + 1 (n + 1 for a wrong length), or 0. */
-static size_t list_check(const struct node *x, uint64_t seed, size_t n)
-{
-    for (size_t i = 0; i < n; i++, x = x->next) {
-        if (!x)
-            return n + 1;
-        if (x->key != pat(seed, 3 * i) || x->val[0] != pat(seed, 3 * i + 1) ||
-            x->val[1] != pat(seed, 3 * i + 2))
-            return i + 1;
-    }
-    return x ? n + 1 : 0;
+    return GC_HIDE_POINTER(tu_list_build(seed, n));
 }
 
 static void fill(uint64_t *p, size_t words, uint64_t seed)
 {
     for (size_t j = 0; j < words; j++)
-        p[j] = pat(seed, j);
+        p[j] = tu_pat(seed, j);
 }
 
 /* Index of the first bad word + 1, or 0. */
 static size_t check(const uint64_t *p, size_t words, uint64_t seed)
 {
     for (size_t j = 0; j < words; j++)
-        if (p[j] != pat(seed, j))
+        if (p[j] != tu_pat(seed, j))
             return j + 1;
     return 0;
 }
@@ -175,8 +61,8 @@ static NOINLINE void garbage(size_t bytes, uint64_t seed)
 {
     size_t done = 0;
     for (unsigned i = 0; done < bytes; i++) {
-        size_t sz = i % 64 == 0 ? 256 * KiB + (size_t)(mix(seed + i) % (768 * KiB))
-                                : 16 + (size_t)(mix(seed + i) % 496);
+        size_t sz = i % 64 == 0 ? 256 * KiB + (size_t)(tu_mix(seed + i) % (768 * KiB))
+                                : 16 + (size_t)(tu_mix(seed + i) % 496);
         void *p = i & 1 ? GC_MALLOC_ATOMIC(sz) : GC_MALLOC(sz);
         if (!p)
             return;
@@ -246,7 +132,7 @@ static NOINLINE void *ur_touch(struct ur *u, size_t *words)
 
 static NOINLINE void ur_body(struct ur *u)
 {
-    struct node *volatile list = GC_REVEAL_POINTER(u->list);
+    struct tu_node *volatile list = GC_REVEAL_POINTER(u->list);
     u->list = 0;
     size_t words = 0;
     uint64_t *volatile obj = ur_touch(u, &words);
@@ -256,9 +142,9 @@ static NOINLINE void ur_body(struct ur *u)
     u->obj_words = words;
     u->registered = GC_thread_is_registered();
     atomic_store(&u->phase, 1);
-    if (!wait_at_least(&u->phase, 2, 30))
+    if (!tu_wait_at_least(&u->phase, 2, 30))
         u->registered = -1;
-    u->bad_list = list_check(list, 0x11, UR_NODES);
+    u->bad_list = tu_list_check(list, 0x11, UR_NODES);
     u->bad_obj = obj ? check(obj, words, 0x0b1) : 0;
     if (u->way == UR_UNCOLLECTABLE || u->way == UR_ATOMIC_UNCOLLECTABLE)
         GC_FREE(obj);
@@ -288,15 +174,15 @@ static NOINLINE void ur_run(struct ur *u, enum ur_way way)
     clear_stack();
     GC_hidden_pointer list = u->list;
     pthread_t t;
-    cr_assert_eq(real_pthread_create(&t, NULL, ur_thread, u), 0);
-    cr_assert(wait_at_least(&u->phase, 1, 10), "%s: the thread did not start", ur_names[u->way]);
+    cr_assert_eq(tu_real_pthread_create(&t, NULL, ur_thread, u), 0);
+    cr_assert(tu_wait_at_least(&u->phase, 1, 10), "%s: the thread did not start", ur_names[u->way]);
     for (int i = 0; i < 4; i++) {
         garbage(4 * MiB, (uint64_t)i);
         clear_stack();
         GC_gcollect();
     }
     atomic_store(&u->phase, 2);
-    cr_assert_eq(real_pthread_join(t, NULL), 0);
+    cr_assert_eq(tu_real_pthread_join(t, NULL), 0);
     cr_assert_neq(u->registered, -1, "%s: the test did not go on", ur_names[u->way]);
     cr_assert_eq(u->bad_list, 0, "%s: the list on the thread's stack was reclaimed (node %zu)",
                  ur_names[u->way], u->bad_list - 1);
@@ -341,20 +227,6 @@ static void *sf_thread(void *arg)
     return sf_result();
 }
 
-/* Wait until thread tid is gone from /proc/self/task. */
-static bool wait_task_gone(long tid, double secs)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%ld", tid);
-    double end = now_s() + secs;
-    while (access(path, F_OK) == 0) {
-        if (now_s() > end)
-            return false;
-        sleep_ms(1);
-    }
-    return true;
-}
-
 Test(hazards, suspend_a_finished_thread, .timeout = 60)
 {
     GC_INIT();
@@ -362,8 +234,8 @@ Test(hazards, suspend_a_finished_thread, .timeout = 60)
         atomic_store(&sf_tid, 0);
         pthread_t t;
         cr_assert_eq(pthread_create(&t, NULL, sf_thread, NULL), 0);     /* GC_pthread_create */
-        cr_assert(wait_at_least(&sf_tid, 1, 10), "the thread did not start");
-        cr_assert(wait_task_gone(atomic_load(&sf_tid), 10), "the thread did not end");
+        cr_assert(tu_wait_at_least(&sf_tid, 1, 10), "the thread did not start");
+        cr_assert(tu_wait_task_gone(atomic_load(&sf_tid), 10), "the thread did not end");
         void *id = (void *)t;
         cr_assert_not(GC_is_thread_suspended(id));
         GC_suspend_thread(id);
@@ -380,7 +252,7 @@ Test(hazards, suspend_a_finished_thread, .timeout = 60)
         cr_assert(GC_is_thread_suspended(id));
         void *ret = NULL;
         cr_assert_eq(pthread_join(t, &ret), 0);    /* GC_pthread_join, suspended or not */
-        size_t bad = list_check(ret, 0x5f, UR_NODES);
+        size_t bad = tu_list_check(ret, 0x5f, UR_NODES);
         cr_assert_eq(bad, 0, "the return value was reclaimed before the join (node %zu)", bad - 1);
         cr_assert_not(GC_is_thread_suspended(id), "a joined thread reads as suspended");
     }
@@ -388,33 +260,6 @@ Test(hazards, suspend_a_finished_thread, .timeout = 60)
 
 /* ================================================================== */
 /* 3. pthread_cancel and the collector                                  */
-
-/* Run fn in a child process that must exit with status 0 within `secs`
- * seconds: a deadlock fails the test instead of blocking it. */
-static void in_child(int (*fn)(void), unsigned secs, const char *what)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
-    if (pid == 0) {
-        alarm(secs);
-        _exit(fn());
-    }
-    int status = 0;
-    double end = now_s() + secs + 5;
-    pid_t r;
-    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && now_s() < end)
-        sleep_ms(5);
-    if (r == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-    }
-    cr_assert(WIFEXITED(status), "%s: the child %s", what,
-              WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM
-                  ? "hung (deadlock)" : "was killed");
-    cr_assert_eq(WEXITSTATUS(status), 0, "%s: the child failed (status %d)", what,
-                 WEXITSTATUS(status));
-}
 
 /* A cancellation point reached inside the collector (here a collection
  * event handler calling pthread_testcancel, with the world stopped) must
@@ -445,7 +290,7 @@ static void *cc_thread(void *arg)
     return NULL;
 }
 
-static struct node *cc_root;
+static struct tu_node *cc_root;
 
 static int cc_child(void)
 {
@@ -464,14 +309,14 @@ static int cc_child(void)
         return 13;
     garbage(4 * MiB, 1);
     GC_gcollect();                          /* the lock was given back */
-    if (list_check(cc_root, 0xcc, UR_NODES))
+    if (tu_list_check(cc_root, 0xcc, UR_NODES))
         return 14;
     return 0;
 }
 
 Test(hazards, cancelled_inside_a_collection, .timeout = 60)
 {
-    in_child(cc_child, 20, "a thread cancelled in the collector");
+    tu_in_child(cc_child, 20, "a thread cancelled in the collector");
 }
 
 /* A thread stopped by a collection (here GC_stop_world_external) waits
@@ -509,11 +354,11 @@ Test(hazards, cancelled_while_stopped, .timeout = 60)
         atomic_store(&cs_may_cancel, 0);
         pthread_t t;
         cr_assert_eq(pthread_create(&t, NULL, cs_thread, NULL), 0);
-        cr_assert(wait_at_least(&cs_count, 1000, 10), "the thread never ran");
+        cr_assert(tu_wait_at_least(&cs_count, 1000, 10), "the thread never ran");
         GC_stop_world_external();
         long before = atomic_load(&cs_count);
         pthread_cancel(t);
-        sleep_ms(30);
+        tu_sleep_ms(30);
         long unwound = atomic_load(&cs_unwound);
         long during = atomic_load(&cs_count);
         GC_start_world_external();
@@ -531,7 +376,7 @@ Test(hazards, cancelled_while_stopped, .timeout = 60)
  * collecting in a loop is cancelled while other threads' answers, the
  * parallel markers or /proc are waited for. */
 static atomic_int cr_stop;
-static struct node *cr_ballast;
+static struct tu_node *cr_ballast;
 
 static void *cr_worker(void *arg)
 {
@@ -565,10 +410,10 @@ static int cr_child(void)
         pthread_t t;
         if (pthread_create(&t, NULL, cr_worker, NULL) != 0)
             return 11;
-        seed = mix(seed);
-        sleep_ms((unsigned)(seed % 15));
+        seed = tu_mix(seed);
+        tu_sleep_ms((unsigned)(seed % 15));
         pthread_cancel(t);
-        sleep_ms(5);
+        tu_sleep_ms(5);
         atomic_store(&cr_stop, 1);
         if (pthread_join(t, NULL) != 0)
             return 12;
@@ -576,12 +421,12 @@ static int cr_child(void)
     }
     atomic_store(&cr_stop, 1);
     pthread_join(by, NULL);
-    return list_check(cr_ballast, 0xba, 200000) ? 13 : 0;
+    return tu_list_check(cr_ballast, 0xba, 200000) ? 13 : 0;
 }
 
 Test(hazards, cancelled_at_random_while_collecting, .timeout = 90)
 {
-    in_child(cr_child, 40, "threads cancelled while collecting");
+    tu_in_child(cr_child, 40, "threads cancelled while collecting");
 }
 
 /* ================================================================== */
@@ -714,7 +559,7 @@ static int sl_child(void)
     pthread_t t;
     if (pthread_create(&t, NULL, sl_thread, NULL) != 0)       /* registered */
         return 11;
-    if (!wait_at_least(&sl_locked, 1, 10))
+    if (!tu_wait_at_least(&sl_locked, 1, 10))
         return 12;
     int saved = dup(2);
     dup2(fd, 2);
@@ -735,7 +580,7 @@ static int sl_child(void)
 
 Test(hazards, default_warning_while_a_stopped_thread_holds_stderr, .timeout = 60)
 {
-    in_child(sl_child, 20, "a warning while stderr's holder was stopped");
+    tu_in_child(sl_child, 20, "a warning while stderr's holder was stopped");
 }
 
 /* A collection by a thread that is not registered finds its stack base
@@ -752,17 +597,17 @@ struct uc {
 
 static NOINLINE void uc_body(struct uc *u)
 {
-    struct node *volatile list = GC_REVEAL_POINTER(u->list);
+    struct tu_node *volatile list = GC_REVEAL_POINTER(u->list);
     u->list = 0;
     atomic_store(&ms_calls, 0);
     GC_gcollect();
     GC_gcollect();
     u->mallocs = atomic_load(&ms_calls);
     u->registered = GC_thread_is_registered();
-    u->bad = list_check(list, 0x0c, UR_NODES);
+    u->bad = tu_list_check(list, 0x0c, UR_NODES);
     u->not_live = 0;
     size_t i = 0;
-    for (struct node *x = list; x && i < UR_NODES; x = x->next, i++)
+    for (struct tu_node *x = list; x && i < UR_NODES; x = x->next, i++)
         if (!lfgc_is_live(x) && !u->not_live)
             u->not_live = i + 1;
 }
@@ -782,8 +627,8 @@ Test(hazards, unregistered_collector_does_not_malloc_while_stopped, .timeout = 6
     u.list = list_build(0x0c, UR_NODES);
     clear_stack();
     pthread_t t;
-    cr_assert_eq(real_pthread_create(&t, NULL, uc_thread, &u), 0);
-    cr_assert_eq(real_pthread_join(t, NULL), 0);
+    cr_assert_eq(tu_real_pthread_create(&t, NULL, uc_thread, &u), 0);
+    cr_assert_eq(tu_real_pthread_join(t, NULL), 0);
     cr_assert_eq(u.registered, 0, "the test needs the collecting thread unregistered");
     cr_assert_eq(u.mallocs, 0, "%ld malloc calls by the collector while the world was stopped",
                  u.mallocs);
@@ -808,7 +653,7 @@ static void *jr_x(void *arg)
     (void)arg;
     (void)GC_MALLOC(64);                       /* registered by this */
     atomic_store(&jr_x_tid, (long)gettid());
-    wait_at_least(&jr_x_go, 1, 30);
+    tu_wait_at_least(&jr_x_go, 1, 30);
     return NULL;
 }
 
@@ -831,19 +676,19 @@ Test(hazards, join_does_not_drop_a_reused_record, .timeout = 60)
 {
     GC_INIT();
     pthread_t x, j, y;
-    cr_assert_eq(real_pthread_create(&x, NULL, jr_x, NULL), 0);
-    cr_assert(wait_at_least(&jr_x_tid, 1, 10), "X did not start");
+    cr_assert_eq(tu_real_pthread_create(&x, NULL, jr_x, NULL), 0);
+    cr_assert(tu_wait_at_least(&jr_x_tid, 1, 10), "X did not start");
     cr_assert_eq(pthread_create(&j, NULL, jr_joiner, &x), 0);
-    sleep_ms(20);                             /* J is waiting in the join */
+    tu_sleep_ms(20);                             /* J is waiting in the join */
     GC_suspend_thread((void *)j);
     cr_assert(GC_is_thread_suspended((void *)j));
     atomic_store(&jr_x_go, 1);
-    cr_assert(wait_task_gone(atomic_load(&jr_x_tid), 10), "X did not end");
+    cr_assert(tu_wait_task_gone(atomic_load(&jr_x_tid), 10), "X did not end");
     cr_assert_eq(pthread_create(&y, NULL, jr_y, NULL), 0);
-    cr_assert(wait_at_least(&jr_y_tid, 1, 10), "Y did not start");
-    cr_assert(wait_task_gone(atomic_load(&jr_y_tid), 10), "Y did not end");
+    cr_assert(tu_wait_at_least(&jr_y_tid, 1, 10), "Y did not start");
+    cr_assert(tu_wait_task_gone(atomic_load(&jr_y_tid), 10), "Y did not end");
     GC_resume_thread((void *)j);
-    cr_assert(wait_at_least(&jr_joined, 1, 10), "J's join did not return (%ld)",
+    cr_assert(tu_wait_at_least(&jr_joined, 1, 10), "J's join did not return (%ld)",
               atomic_load(&jr_joined));
     cr_assert_eq(pthread_join(j, NULL), 0);
     for (int i = 0; i < 3; i++) {
@@ -853,7 +698,7 @@ Test(hazards, join_does_not_drop_a_reused_record, .timeout = 60)
     }
     void *ret = NULL;
     cr_assert_eq(pthread_join(y, &ret), 0);
-    size_t bad = list_check(ret, 0x9e, UR_NODES);
+    size_t bad = tu_list_check(ret, 0x9e, UR_NODES);
     cr_assert_eq(bad, 0, "Y's return value was reclaimed before its join (node %zu)", bad - 1);
 }
 
@@ -881,13 +726,13 @@ static void *bc_read(void *arg)
  * 32 KiB down. */
 static NOINLINE void bc_deep(void)
 {
-    struct node *volatile slots[4096];
+    struct tu_node *volatile slots[4096];
     slots[0] = GC_REVEAL_POINTER(list_build(0xdc, UR_NODES));
     for (size_t i = 1; i < 4096; i++)
         slots[i] = NULL;
     atomic_store(&bc_in_cleanup, 1);
-    wait_at_least(&bc_collected, 1, 30);
-    bc_bad = list_check(slots[0], 0xdc, UR_NODES);
+    tu_wait_at_least(&bc_collected, 1, 30);
+    bc_bad = tu_list_check(slots[0], 0xdc, UR_NODES);
 }
 
 static void bc_cleanup(void *arg)
@@ -916,10 +761,10 @@ Test(hazards, cancelled_in_a_blocking_section, .timeout = 60)
         bc_bad = 0;
         pthread_t t;
         cr_assert_eq(pthread_create(&t, NULL, bc_thread, (void *)(intptr_t)p[0]), 0);
-        cr_assert(wait_at_least(&bc_blocked, 1, 10), "the thread did not block");
-        sleep_ms(10);
+        cr_assert(tu_wait_at_least(&bc_blocked, 1, 10), "the thread did not block");
+        tu_sleep_ms(10);
         cr_assert_eq(pthread_cancel(t), 0);
-        cr_assert(wait_at_least(&bc_in_cleanup, 1, 10), "the cleanup handler did not run");
+        cr_assert(tu_wait_at_least(&bc_in_cleanup, 1, 10), "the cleanup handler did not run");
         for (int i = 0; i < 3; i++) {
             garbage(4 * MiB, (uint64_t)i);
             clear_stack();

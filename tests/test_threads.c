@@ -42,53 +42,14 @@
  *   thread_local_variables_are_roots   __thread and pthread_setspecific values
  *   main_thread_locals_are_roots       the main thread's __thread variables
  */
-#define _GNU_SOURCE
-#include <criterion/criterion.h>
-
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <ucontext.h>
-#include <unistd.h>
-
-/* The real pthread functions, captured before gc.h redirects them (the
- * registration tests need threads the collector does not know about). */
-static int real_pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                               void *(*fn)(void *), void *arg)
-{
-    return pthread_create(t, attr, fn, arg);
-}
-
-static int real_pthread_join(pthread_t t, void **ret)
-{
-    return pthread_join(t, ret);
-}
-
-static int real_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
-{
-    return pthread_sigmask(how, set, old);
-}
-
 #define GC_THREADS
-#include "gc.h"
-#include "lfgc.h"
+#include "test_util.h"      /* first: it defines _GNU_SOURCE */
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 
 #define NOINLINE __attribute__((noinline))
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
 
 /* ------------------------------------------------------------------ */
 /* Failures recorded by any thread                                     */
@@ -131,81 +92,7 @@ static void reset_failures(void)
                  atomic_load(&fail_count), fail_msg)
 
 /* ------------------------------------------------------------------ */
-/* Time, waiting, /proc                                                */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Sleep against an absolute deadline: the collector's signals interrupt
- * sleeps often, and on some kernels the remaining time that nanosleep
- * reports after an interruption is far larger than what was asked for,
- * so a nanosleep(&ts, &ts) loop can sleep for seconds. */
-static void sleep_ms(unsigned ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
-        ;
-}
-
-/* Wait (polling) until *v >= want; false after `secs` seconds. */
-static bool wait_at_least(atomic_long *v, long want, double secs)
-{
-    double end = now_s() + secs;
-    for (unsigned spins = 0; atomic_load(v) < want; spins++) {
-        if (now_s() > end)
-            return false;
-        if (spins < 200)
-            sched_yield();
-        else
-            sleep_ms(1);
-    }
-    return true;
-}
-
-/* Threads of this process, from /proc/self/task. */
-static int count_tasks(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n;
-}
-
-static bool task_exists(pid_t tid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
-    return access(path, F_OK) == 0;
-}
-
-/* Wait until thread tid has exited (its task is gone). */
-static bool wait_task_gone(pid_t tid, double secs)
-{
-    double end = now_s() + secs;
-    while (task_exists(tid)) {
-        if (now_s() > end)
-            return false;
-        sleep_ms(1);
-    }
-    return true;
-}
+/* /proc                                                               */
 
 /* The system call thread tid is blocked in (/proc/.../syscall), -1 when
  * running, -2 when it cannot be told. */
@@ -231,61 +118,10 @@ static long task_syscall(pid_t tid)
 /* ------------------------------------------------------------------ */
 /* Data with checksums                                                  */
 
-static inline uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-/* Word j of the object with seed s: bit 63 set, so never a heap address
- * (the values retain nothing). */
-static inline uint64_t pat(uint64_t s, uint64_t j)
-{
-    return mix(s * 0x100000001b3ull + j) | (1ull << 63);
-}
-
 static inline uint64_t rnd(uint64_t *state)
 {
-    *state = mix(*state);
+    *state = tu_mix(*state);
     return *state;
-}
-
-/* A singly linked list of n nodes (32 bytes: a 48-byte class). */
-struct node {
-    struct node *next;
-    uint64_t key;
-    uint64_t val[2];
-};
-
-static struct node *list_build(uint64_t seed, size_t n)
-{
-    struct node *head = NULL;
-    for (size_t i = n; i-- > 0;) {
-        struct node *x = GC_MALLOC(sizeof *x);
-        if (!x)
-            return NULL;
-        x->next = head;
-        x->key = pat(seed, 3 * i);
-        x->val[0] = pat(seed, 3 * i + 1);
-        x->val[1] = pat(seed, 3 * i + 2);
-        head = x;
-    }
-    return head;
-}
-
-/* Index of the first bad node + 1 (n + 1 for a wrong length), or 0. */
-static size_t list_check(const struct node *x, uint64_t seed, size_t n)
-{
-    for (size_t i = 0; i < n; i++, x = x->next) {
-        if (!x)
-            return n + 1;
-        if (x->key != pat(seed, 3 * i) || x->val[0] != pat(seed, 3 * i + 1) ||
-            x->val[1] != pat(seed, 3 * i + 2))
-            return i + 1;
-    }
-    return x ? n + 1 : 0;
 }
 
 static uint64_t *blob_build(uint64_t seed, size_t words)
@@ -293,14 +129,14 @@ static uint64_t *blob_build(uint64_t seed, size_t words)
     uint64_t *b = GC_MALLOC_ATOMIC(words * sizeof *b);
     if (b)
         for (size_t j = 0; j < words; j++)
-            b[j] = pat(seed, j);
+            b[j] = tu_pat(seed, j);
     return b;
 }
 
 static size_t blob_check(const uint64_t *b, uint64_t seed, size_t words)
 {
     for (size_t j = 0; j < words; j++)
-        if (b[j] != pat(seed, j))
+        if (b[j] != tu_pat(seed, j))
             return j + 1;
     return 0;
 }
@@ -312,7 +148,7 @@ static NOINLINE void garbage(size_t bytes, uint64_t seed)
 {
     size_t done = 0;
     while (done < bytes) {
-        size_t sz = 16 + (size_t)(mix(seed + done) % 496);
+        size_t sz = 16 + (size_t)(tu_mix(seed + done) % 496);
         void *p = (done / 512) & 1 ? GC_MALLOC_ATOMIC(sz) : GC_MALLOC(sz);
         if (!p)
             return;
@@ -389,7 +225,7 @@ static void *join_thread(pthread_t t)
 struct item {
     uint64_t seed;
     size_t n;               /* list length */
-    struct node *list;
+    struct tu_node *list;
     size_t words;           /* blob length */
     uint64_t *blob;         /* pointer-free */
     uint64_t sum;           /* over every key and blob word */
@@ -403,7 +239,7 @@ static uint64_t item_sum(const struct item *it)
 {
     uint64_t s = it->seed;
     size_t i = 0;
-    for (const struct node *x = it->list; x && i < it->n; x = x->next, i++)
+    for (const struct tu_node *x = it->list; x && i < it->n; x = x->next, i++)
         s = s * 31 + x->key + x->val[0] + x->val[1];
     for (size_t j = 0; j < it->words; j++)
         s = s * 17 + it->blob[j];
@@ -416,9 +252,9 @@ static struct item *item_new(uint64_t seed)
     if (!it)
         return NULL;
     it->seed = seed;
-    it->n = 4 + (size_t)(mix(seed) % 60);
-    it->list = list_build(seed, it->n);
-    it->words = 1 + (size_t)(mix(seed ^ 0xb10b) % 200);
+    it->n = 4 + (size_t)(tu_mix(seed) % 60);
+    it->list = tu_list_build(seed, it->n);
+    it->words = 1 + (size_t)(tu_mix(seed ^ 0xb10b) % 200);
     it->blob = blob_build(~seed, it->words);
     if (!it->list || !it->blob)
         return NULL;
@@ -433,7 +269,7 @@ static const char *item_check(const struct item *it)
         return "item not live";
     if (it->n < 4 || it->n >= 64 || it->words < 1 || it->words > 200)
         return "item header overwritten";
-    if (list_check(it->list, it->seed, it->n))
+    if (tu_list_check(it->list, it->seed, it->n))
         return "list corrupted";
     if (blob_check(it->blob, ~it->seed, it->words))
         return "blob corrupted";
@@ -528,7 +364,7 @@ Test(threads, many_threads_share_structures, .timeout = 60)
 struct tt_result {
     uint64_t idx;
     uint64_t *blob;
-    struct node *list;
+    struct tu_node *list;
 };
 
 static atomic_int tt_done_creators;
@@ -542,7 +378,7 @@ static void *tt_thread(void *arg)
         return NULL;
     res->idx = idx;
     res->blob = blob_build(idx, TT_BLOB_WORDS);
-    res->list = list_build(idx ^ 0x77, 8);
+    res->list = tu_list_build(idx ^ 0x77, 8);
     garbage(512, idx);
     return res;
 }
@@ -592,7 +428,7 @@ static void *tt_creator(void *arg)
             size_t bad = blob_check(res->blob, idx, TT_BLOB_WORDS);
             CHECK(!bad, "thread %llu: result blob word %zu corrupted",
                   (unsigned long long)idx, bad - 1);
-            bad = list_check(res->list, idx ^ 0x77, 8);
+            bad = tu_list_check(res->list, idx ^ 0x77, 8);
             CHECK(!bad, "thread %llu: result list node %zu corrupted",
                   (unsigned long long)idx, bad - 1);
             atomic_fetch_add(&tt_verified, 1);
@@ -609,7 +445,7 @@ static void *tt_collector(void *arg)
     while (atomic_load(&tt_done_creators) < TT_CREATORS) {
         GC_gcollect();
         garbage(32 * KiB, i++);
-        sleep_ms(2);
+        tu_sleep_ms(2);
     }
     return NULL;
 }
@@ -617,11 +453,11 @@ static void *tt_collector(void *arg)
 Test(threads, ten_thousand_threads, .timeout = 90)
 {
     reset_failures();
-    int tasks0 = count_tasks();
+    int tasks0 = tu_count_tasks();
     GC_INIT();
     GC_gcollect();              /* starts the marker threads, if any */
     size_t total0 = GC_get_total_bytes();
-    int tasks_base = count_tasks();
+    int tasks_base = tu_count_tasks();
     cr_assert_geq(tasks_base, tasks0);
     GC_word gc0 = GC_get_gc_no();
     pthread_t coll, cr[TT_CREATORS];
@@ -635,8 +471,8 @@ Test(threads, ten_thousand_threads, .timeout = 90)
     cr_assert_eq(atomic_load(&tt_verified), TT_TOTAL);
     cr_assert_geq(GC_get_gc_no() - gc0, 10, "only %lu collections ran during the test",
                   (unsigned long)(GC_get_gc_no() - gc0));
-    cr_assert_eq(count_tasks(), tasks_base, "threads left behind: %d, expected %d",
-                 count_tasks(), tasks_base);
+    cr_assert_eq(tu_count_tasks(), tasks_base, "threads left behind: %d, expected %d",
+                 tu_count_tasks(), tasks_base);
 
     /* Every result is garbage now.  Records of joined threads that stayed
      * in the registry would keep their 4 KiB results alive. */
@@ -665,7 +501,7 @@ static atomic_long rd_returned;
 static NOINLINE void *rd_thread(void *arg)
 {
     (void)arg;
-    struct node *volatile list = list_build(0x4ead, RD_NODES);   /* stack only */
+    struct tu_node *volatile list = tu_list_build(0x4ead, RD_NODES);   /* stack only */
     unsigned char buf[RD_BYTES + 16];
     memset(buf, 0, sizeof buf);
     atomic_store(&rd_tid, (long)gettid());
@@ -678,7 +514,7 @@ static NOINLINE void *rd_thread(void *arg)
           strerror(err), RD_BYTES);
     for (int i = 0; i < RD_BYTES && n == RD_BYTES; i++)
         CHECK(buf[i] == (unsigned char)(i * 7 + 3), "byte %d read as %u", i, buf[i]);
-    size_t bad = list_check(list, 0x4ead, RD_NODES);
+    size_t bad = tu_list_check(list, 0x4ead, RD_NODES);
     CHECK(!bad, "list held on the reader's stack: node %zu corrupted", bad - 1);
     CHECK(lfgc_is_live(list), "list head reclaimed while its thread was in read()");
     return NULL;
@@ -692,15 +528,15 @@ Test(threads, blocked_in_read, .timeout = 60)
     cr_assert_eq(pipe(rd_pipe), 0);
     pthread_t t;
     start_thread(&t, rd_thread, NULL);
-    cr_assert(wait_at_least(&rd_ready, 1, 10), "reader did not start");
+    cr_assert(tu_wait_at_least(&rd_ready, 1, 10), "reader did not start");
     pid_t tid = (pid_t)atomic_load(&rd_tid);
     /* Wait until the reader is really inside read() (syscall 0). */
-    double end = now_s() + 10;
+    double end = tu_now_s() + 10;
     long sc;
-    while ((sc = task_syscall(tid)) != 0 && sc != -2 && now_s() < end)
-        sleep_ms(1);
+    while ((sc = task_syscall(tid)) != 0 && sc != -2 && tu_now_s() < end)
+        tu_sleep_ms(1);
     if (sc == -2)
-        sleep_ms(100);      /* /proc/.../syscall unavailable: give it time */
+        tu_sleep_ms(100);      /* /proc/.../syscall unavailable: give it time */
     else
         cr_assert_eq(sc, 0, "the reader is not blocked in read() (syscall %ld)", sc);
 
@@ -718,9 +554,9 @@ Test(threads, blocked_in_read, .timeout = 60)
     if (sc == 0) {
         /* Stopping and restarting the reader takes it through the signal
          * handlers; with SA_RESTART it must go back into read(). */
-        end = now_s() + 10;
-        while ((sc = task_syscall(tid)) != 0 && !atomic_load(&rd_returned) && now_s() < end)
-            sleep_ms(1);
+        end = tu_now_s() + 10;
+        while ((sc = task_syscall(tid)) != 0 && !atomic_load(&rd_returned) && tu_now_s() < end)
+            tu_sleep_ms(1);
         if (atomic_load(&rd_returned)) {
             join_thread(t);
             assert_no_failures();
@@ -757,10 +593,10 @@ static NOINLINE uint64_t dr_bottom(unsigned id)
     /* Stay at the bottom until the collector thread has completed several
      * collections, with every thread's deep stack in place. */
     GC_word g0 = GC_get_gc_no();
-    double end = now_s() + 30;
-    while (GC_get_gc_no() < g0 + DR_COLLECTIONS && now_s() < end) {
+    double end = tu_now_s() + 30;
+    while (GC_get_gc_no() < g0 + DR_COLLECTIONS && tu_now_s() < end) {
         garbage(4 * KiB, id);
-        sleep_ms(1);
+        tu_sleep_ms(1);
     }
     CHECK(GC_get_gc_no() >= g0 + DR_COLLECTIONS, "thread %u: collections stalled", id);
     return 0;
@@ -776,14 +612,14 @@ static NOINLINE uint64_t dr_descend(unsigned id, unsigned depth)
         return 0;
     }
     uint64_t seed = ((uint64_t)id << 32) | depth;
-    obj[0] = pat(seed, 0);
-    obj[1] = pat(seed, 1);
+    obj[0] = tu_pat(seed, 0);
+    obj[1] = tu_pat(seed, 1);
     obj[2] = depth | (1ull << 63);
     if (depth % 64 == 0)
         garbage(256, seed);
     uint64_t sub = depth + 1 < DR_DEPTH ? dr_descend(id, depth + 1) : dr_bottom(id);
     uint64_t *o = obj;
-    CHECK(o[0] == pat(seed, 0) && o[1] == pat(seed, 1) && o[2] == (depth | (1ull << 63)),
+    CHECK(o[0] == tu_pat(seed, 0) && o[1] == tu_pat(seed, 1) && o[2] == (depth | (1ull << 63)),
           "thread %u: object of frame %u corrupted", id, depth);
     CHECK(lfgc_is_live(o), "thread %u: object of frame %u reclaimed", id, depth);
     return sub + depth;
@@ -847,7 +683,7 @@ Test(threads, deep_recursion, .timeout = 60)
 static atomic_long rv_tid[2];
 
 /* Exits from a few frames down; returns only if pthread_exit does. */
-static NOINLINE int rv_exit_deep(struct node *list, int depth)
+static NOINLINE int rv_exit_deep(struct tu_node *list, int depth)
 {
     if (depth == 0) {
         if (list)
@@ -862,7 +698,7 @@ static NOINLINE int rv_exit_deep(struct node *list, int depth)
 static void *rv_thread(void *arg)
 {
     int which = (int)(uintptr_t)arg;
-    struct node *list = list_build(0x7e70 + (uint64_t)which, RV_NODES);
+    struct tu_node *list = tu_list_build(0x7e70 + (uint64_t)which, RV_NODES);
     garbage(256 * KiB, 1);
     atomic_store(&rv_tid[which], (long)gettid());
     if (which == 1 && rv_exit_deep(list, 10) >= 0)
@@ -880,21 +716,21 @@ Test(threads, return_value_survives_until_join, .timeout = 60)
     /* Let both threads finish: from here on only the collector's record
      * of each thread holds its result. */
     for (int w = 0; w < 2; w++) {
-        cr_assert(wait_at_least(&rv_tid[w], 1, 10), "thread %d did not run", w);
-        cr_assert(wait_task_gone((pid_t)atomic_load(&rv_tid[w]), 10), "thread %d did not exit", w);
+        cr_assert(tu_wait_at_least(&rv_tid[w], 1, 10), "thread %d did not run", w);
+        cr_assert(tu_wait_task_gone((pid_t)atomic_load(&rv_tid[w]), 10), "thread %d did not exit", w);
     }
     size_t total0 = GC_get_total_bytes();
     for (int i = 0; i < 40; i++) {
         garbage(1 * MiB, (uint64_t)i);
         clear_stack();
         GC_gcollect();
-        sleep_ms(1);
+        tu_sleep_ms(1);
     }
     for (int w = 0; w < 2; w++) {
-        struct node *list = join_thread(t[w]);
+        struct tu_node *list = join_thread(t[w]);
         cr_assert_not_null(list, "thread %d returned NULL", w);
         cr_assert(lfgc_is_live(list), "the result of thread %d was reclaimed before the join", w);
-        size_t bad = list_check(list, 0x7e70 + (uint64_t)w, RV_NODES);
+        size_t bad = tu_list_check(list, 0x7e70 + (uint64_t)w, RV_NODES);
         cr_assert_eq(bad, 0, "the result of thread %d (%s): node %zu corrupted", w,
                      w ? "pthread_exit" : "return", bad - 1);
     }
@@ -931,11 +767,11 @@ static void *sg_worker(void *arg)
     uint64_t i = 0;
     while (!atomic_load(&sg_stop) && !failed()) {
         uint64_t seed = ((uint64_t)id << 40) | i;
-        struct node *volatile l = list_build(seed, 200);
+        struct tu_node *volatile l = tu_list_build(seed, 200);
         garbage(8 * KiB, seed);
         if (id == 0 && i % 8 == 0)
             GC_gcollect();
-        size_t bad = list_check(l, seed, 200);
+        size_t bad = tu_list_check(l, seed, 200);
         CHECK(!bad, "worker %u: list %llu node %zu corrupted", id, (unsigned long long)i, bad - 1);
         i++;
     }
@@ -944,7 +780,7 @@ static void *sg_worker(void *arg)
 
 static void *sg_child(void *arg)
 {
-    return list_build((uint64_t)(uintptr_t)arg, 10);
+    return tu_list_build((uint64_t)(uintptr_t)arg, 10);
 }
 
 /* Creates and joins threads while signals arrive (EINTR inside
@@ -963,7 +799,7 @@ static void *sg_spawner(void *arg)
         void *ret = NULL;
         err = pthread_join(t, &ret);
         CHECK(!err, "pthread_join: %s", strerror(err));
-        CHECK(ret && !list_check(ret, i, 10), "spawned thread %llu: bad result",
+        CHECK(ret && !tu_list_check(ret, i, 10), "spawned thread %llu: bad result",
               (unsigned long long)i);
         i++;
     }
@@ -986,7 +822,7 @@ static void *sg_sender(void *arg)
         atomic_fetch_add(&sg_sent, 1);
         /* Wait for this one to be handled, so that none is merged with
          * the next (a pending signal is not queued twice). */
-        if (!wait_at_least(&sg_count, before + 1, 10)) {
+        if (!tu_wait_at_least(&sg_count, before + 1, 10)) {
             FAIL("signal %ld (target %u) not handled within 10 s", n, target);
             break;
         }
@@ -1002,7 +838,7 @@ Test(threads, user_signals_during_collections, .timeout = 60)
     uint64_t *o = GC_MALLOC_ATOMIC(64);
     cr_assert_not_null(o);
     for (int j = 0; j < 8; j++)
-        o[j] = pat(0x516, (uint64_t)j);
+        o[j] = tu_pat(0x516, (uint64_t)j);
     sg_obj = o;
     o = NULL;
 
@@ -1031,7 +867,7 @@ Test(threads, user_signals_during_collections, .timeout = 60)
     cr_assert_gt(GC_get_gc_no() - gc0, 5, "only %lu collections ran",
                  (unsigned long)(GC_get_gc_no() - gc0));
     for (int j = 0; j < 8; j++)
-        cr_assert_eq(sg_obj[j], pat(0x516, (uint64_t)j), "object read by the handler corrupted");
+        cr_assert_eq(sg_obj[j], tu_pat(0x516, (uint64_t)j), "object read by the handler corrupted");
     clear_stack();
     GC_gcollect();
     heap_bounded("signals", total0, 32 * MiB, 16 * MiB);
@@ -1044,7 +880,7 @@ Test(threads, user_signals_during_collections, .timeout = 60)
 #define FK_FORKS 8
 #define FK_NODES 3000
 
-static struct node *fk_main_list;              /* a root in .bss */
+static struct tu_node *fk_main_list;              /* a root in .bss */
 static _Atomic(struct item *) fk_published[FK_WORKERS];
 static atomic_int fk_stop;
 static atomic_long fk_rounds[FK_WORKERS];
@@ -1074,7 +910,7 @@ static void *fk_worker(void *arg)
 
 static void *fk_child_thread(void *arg)
 {
-    return list_build((uint64_t)(uintptr_t)arg, 100);
+    return tu_list_build((uint64_t)(uintptr_t)arg, 100);
 }
 
 /* In the child: no cr_assert (it would report to the runner as the
@@ -1082,33 +918,33 @@ static void *fk_child_thread(void *arg)
 static NOINLINE int fk_child(void)
 {
     alarm(20);                         /* a deadlock kills the child */
-    if (list_check(fk_main_list, 0xf0f0, FK_NODES))
+    if (tu_list_check(fk_main_list, 0xf0f0, FK_NODES))
         return 10;
     for (unsigned w = 0; w < FK_WORKERS; w++) {
         struct item *it = atomic_load(&fk_published[w]);
         if (it && item_check(it))
             return 11;
     }
-    struct node *mine = list_build(0xc41d, 1000);
+    struct tu_node *mine = tu_list_build(0xc41d, 1000);
     if (!mine)
         return 12;
     for (int i = 0; i < 10; i++) {
         garbage(512 * KiB, (uint64_t)i);
         GC_gcollect();
     }
-    if (list_check(mine, 0xc41d, 1000))
+    if (tu_list_check(mine, 0xc41d, 1000))
         return 13;
-    if (list_check(fk_main_list, 0xf0f0, FK_NODES))
+    if (tu_list_check(fk_main_list, 0xf0f0, FK_NODES))
         return 14;
     /* Threads work in the child too. */
     pthread_t t;
     if (pthread_create(&t, NULL, fk_child_thread, (void *)(uintptr_t)0xabc))
         return 15;
     void *ret = NULL;
-    if (pthread_join(t, &ret) || !ret || list_check(ret, 0xabc, 100))
+    if (pthread_join(t, &ret) || !ret || tu_list_check(ret, 0xabc, 100))
         return 16;
     GC_gcollect();
-    if (list_check(mine, 0xc41d, 1000) || list_check(fk_main_list, 0xf0f0, FK_NODES))
+    if (tu_list_check(mine, 0xc41d, 1000) || tu_list_check(fk_main_list, 0xf0f0, FK_NODES))
         return 17;
     if (heap_size() > 64 * MiB)
         return 18;
@@ -1120,13 +956,13 @@ Test(threads, fork_with_threads_running, .timeout = 60)
     reset_failures();
     GC_INIT();
     size_t total0 = GC_get_total_bytes();
-    fk_main_list = list_build(0xf0f0, FK_NODES);
+    fk_main_list = tu_list_build(0xf0f0, FK_NODES);
     cr_assert_not_null(fk_main_list);
     pthread_t t[FK_WORKERS];
     for (unsigned i = 0; i < FK_WORKERS; i++)
         start_thread(&t[i], fk_worker, (void *)(uintptr_t)i);
     for (unsigned i = 0; i < FK_WORKERS; i++)
-        cr_assert(wait_at_least(&fk_rounds[i], 2, 10), "worker %u does not run", i);
+        cr_assert(tu_wait_at_least(&fk_rounds[i], 2, 10), "worker %u does not run", i);
 
     for (int f = 0; f < FK_FORKS; f++) {
         fflush(NULL);
@@ -1146,14 +982,14 @@ Test(threads, fork_with_threads_running, .timeout = 60)
                      WEXITSTATUS(status));
         /* The parent carries on: its threads allocate between forks. */
         long r0 = atomic_load(&fk_rounds[0]);
-        cr_assert(wait_at_least(&fk_rounds[0], r0 + 2, 10), "worker 0 stalled after fork %d", f);
+        cr_assert(tu_wait_at_least(&fk_rounds[0], r0 + 2, 10), "worker 0 stalled after fork %d", f);
     }
     atomic_store(&fk_stop, 1);
     for (unsigned i = 0; i < FK_WORKERS; i++)
         join_thread(t[i]);
     assert_no_failures();
     GC_gcollect();
-    cr_assert_eq(list_check(fk_main_list, 0xf0f0, FK_NODES), 0, "parent's list corrupted");
+    cr_assert_eq(tu_list_check(fk_main_list, 0xf0f0, FK_NODES), 0, "parent's list corrupted");
     heap_bounded("fork", total0, 64 * MiB, 24 * MiB);
 }
 
@@ -1185,13 +1021,13 @@ static NOINLINE void rg_body(const struct GC_stack_base *given)
     CHECK(rc == GC_DUPLICATE, "second GC_register_my_thread returned %d, not GC_DUPLICATE", rc);
     CHECK(GC_thread_is_registered() == 1, "GC_thread_is_registered() after registering");
 
-    struct node *volatile list = list_build(0x5e9, RG_NODES);     /* this stack only */
+    struct tu_node *volatile list = tu_list_build(0x5e9, RG_NODES);     /* this stack only */
     CHECK(list != NULL, "allocation failed");
     atomic_store(&rg_phase, 1);
     /* The test collects (and allocates) while we wait. */
-    if (!wait_at_least(&rg_collected, 1, 30))
+    if (!tu_wait_at_least(&rg_collected, 1, 30))
         FAIL("the test did not collect");
-    size_t bad = list_check(list, 0x5e9, RG_NODES);
+    size_t bad = tu_list_check(list, 0x5e9, RG_NODES);
     CHECK(!bad, "list on the registered thread's stack: node %zu corrupted", bad - 1);
     CHECK(lfgc_is_live(list), "list on the registered thread's stack reclaimed");
 
@@ -1206,11 +1042,11 @@ static NOINLINE void rg_body(const struct GC_stack_base *given)
     sigset_t s, old;
     sigemptyset(&s);
     sigaddset(&s, GC_get_suspend_signal());
-    real_pthread_sigmask(SIG_BLOCK, &s, &old);
+    tu_real_pthread_sigmask(SIG_BLOCK, &s, &old);
     atomic_store(&rg_phase, 2);
-    if (!wait_at_least(&rg_collected, 2, 30))
+    if (!tu_wait_at_least(&rg_collected, 2, 30))
         FAIL("the test did not collect after the unregistration");
-    real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+    tu_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void *rg_thread(void *arg)
@@ -1241,13 +1077,13 @@ static void rg_run_with(rg_create_fn create, rg_join_fn join, void *(*fn)(void *
     atomic_store(&rg_collected, 0);
     pthread_t t;
     cr_assert_eq(create(&t, NULL, fn, NULL), 0);
-    cr_assert(wait_at_least(&rg_phase, 1, 10) || failed(), "thread did not register");
+    cr_assert(tu_wait_at_least(&rg_phase, 1, 10) || failed(), "thread did not register");
     for (int i = 0; i < 20 && !failed(); i++) {
         garbage(1 * MiB, (uint64_t)i);
         GC_gcollect();
     }
     atomic_store(&rg_collected, 1);
-    cr_assert(wait_at_least(&rg_phase, 2, 10) || failed(), "thread did not unregister");
+    cr_assert(tu_wait_at_least(&rg_phase, 2, 10) || failed(), "thread did not unregister");
     for (int i = 0; i < 5 && !failed(); i++)
         GC_gcollect();
     atomic_store(&rg_collected, 2);
@@ -1258,7 +1094,7 @@ static void rg_run_with(rg_create_fn create, rg_join_fn join, void *(*fn)(void *
 /* With a thread the collector does not know about until it registers. */
 static void rg_run(void *(*fn)(void *))
 {
-    rg_run_with(real_pthread_create, real_pthread_join, fn);
+    rg_run_with(tu_real_pthread_create, tu_real_pthread_join, fn);
 }
 
 Test(threads, register_foreign_thread, .timeout = 60)
@@ -1283,12 +1119,12 @@ static atomic_long au_phase;
 static void *au_thread(void *arg)
 {
     (void)arg;
-    struct node *volatile list = list_build(0xa070, RG_NODES);
+    struct tu_node *volatile list = tu_list_build(0xa070, RG_NODES);
     atomic_store(&au_phase, 1);
-    if (!wait_at_least(&au_phase, 2, 30))
+    if (!tu_wait_at_least(&au_phase, 2, 30))
         FAIL("the test did not collect");
     CHECK(GC_thread_is_registered(), "not registered by its allocation");
-    size_t bad = list_check(list, 0xa070, RG_NODES);
+    size_t bad = tu_list_check(list, 0xa070, RG_NODES);
     CHECK(!bad, "list on an implicitly registered thread's stack: node %zu corrupted", bad - 1);
     return NULL;
 }
@@ -1302,14 +1138,14 @@ Test(threads, implicitly_registered_thread, .timeout = 60)
     for (int round = 0; round < 3; round++) {
         atomic_store(&au_phase, 0);
         pthread_t t;
-        cr_assert_eq(real_pthread_create(&t, NULL, au_thread, NULL), 0);
-        cr_assert(wait_at_least(&au_phase, 1, 10), "thread did not start");
+        cr_assert_eq(tu_real_pthread_create(&t, NULL, au_thread, NULL), 0);
+        cr_assert(tu_wait_at_least(&au_phase, 1, 10), "thread did not start");
         for (int i = 0; i < 10; i++) {
             garbage(1 * MiB, (uint64_t)i);
             GC_gcollect();
         }
         atomic_store(&au_phase, 2);
-        cr_assert_eq(real_pthread_join(t, NULL), 0);
+        cr_assert_eq(tu_real_pthread_join(t, NULL), 0);
         assert_no_failures();
         /* The exited thread must be gone from the registry: collections
          * still complete. */
@@ -1354,12 +1190,12 @@ static void bk_set(long s)
 static void *bk_active(void *arg)
 {
     (void)arg;
-    struct node *volatile list = list_build(0xac7, 1000);
+    struct tu_node *volatile list = tu_list_build(0xac7, 1000);
     CHECK(list != NULL, "allocation inside GC_call_with_gc_active failed");
     bk_set(3);
     if (!bk_wait_for(4, 30))
         FAIL("the test did not collect while the thread was active");
-    size_t bad = list_check(list, 0xac7, 1000);
+    size_t bad = tu_list_check(list, 0xac7, 1000);
     CHECK(!bad, "list allocated in GC_call_with_gc_active: node %zu corrupted", bad - 1);
     CHECK(lfgc_is_live(list), "list allocated in GC_call_with_gc_active reclaimed");
     return list;
@@ -1373,10 +1209,10 @@ static void *bk_blocked(void *arg)
     sigset_t s, old;
     sigemptyset(&s);
     sigaddset(&s, GC_get_suspend_signal());
-    real_pthread_sigmask(SIG_BLOCK, &s, &old);
+    tu_real_pthread_sigmask(SIG_BLOCK, &s, &old);
     bk_set(1);
     bool ok = bk_wait_for(2, 30);
-    real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+    tu_real_pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (!ok) {
         FAIL("collections did not complete while a thread was in GC_do_blocking");
         return NULL;
@@ -1388,11 +1224,11 @@ static NOINLINE void *bk_thread(void *arg)
 {
     (void)arg;
     /* Held in the frame that calls GC_do_blocking: still scanned. */
-    struct node *volatile before = list_build(0xbef, 1000);
-    struct node *inner = GC_do_blocking(bk_blocked, NULL);
-    size_t bad = list_check(before, 0xbef, 1000);
+    struct tu_node *volatile before = tu_list_build(0xbef, 1000);
+    struct tu_node *inner = GC_do_blocking(bk_blocked, NULL);
+    size_t bad = tu_list_check(before, 0xbef, 1000);
     CHECK(!bad, "list held above GC_do_blocking: node %zu corrupted", bad - 1);
-    bad = inner ? list_check(inner, 0xac7, 1000) : 1;
+    bad = inner ? tu_list_check(inner, 0xac7, 1000) : 1;
     CHECK(!bad, "list returned through GC_do_blocking: node %zu corrupted", bad - 1);
     return NULL;
 }
@@ -1440,7 +1276,7 @@ static struct tnode *tree_build(uint64_t key, unsigned depth)
     struct tnode *t = GC_MALLOC(sizeof *t);
     if (!t)
         return NULL;
-    t->key = pat(key, 0);
+    t->key = tu_pat(key, 0);
     t->depth = depth;
     if (depth > 0) {
         t->left = tree_build(2 * key, depth - 1);
@@ -1452,7 +1288,7 @@ static struct tnode *tree_build(uint64_t key, unsigned depth)
 /* Number of intact nodes; stops counting at a bad one. */
 static size_t tree_check(const struct tnode *t, uint64_t key, unsigned depth)
 {
-    if (!t || t->key != pat(key, 0) || t->depth != depth)
+    if (!t || t->key != tu_pat(key, 0) || t->depth != depth)
         return 0;
     if (depth == 0)
         return t->left || t->right ? 0 : 1;
@@ -1465,8 +1301,8 @@ static size_t tree_check(const struct tnode *t, uint64_t key, unsigned depth)
 #define MK_CHAIN 100000
 
 static struct tnode *mk_tree;
-static struct node **mk_lists;         /* a 32 KiB array of lists */
-static struct node *mk_chain;          /* one long list */
+static struct tu_node **mk_lists;         /* a 32 KiB array of lists */
+static struct tu_node *mk_chain;          /* one long list */
 static atomic_int mk_stop;
 
 static void *mk_mutator(void *arg)
@@ -1490,10 +1326,10 @@ static void mk_verify(const char *when)
     size_t n = tree_check(mk_tree, 1, MK_TREE_DEPTH);
     cr_assert_eq(n, ((size_t)2 << MK_TREE_DEPTH) - 1, "%s: tree has %zu intact nodes", when, n);
     for (size_t i = 0; i < MK_LISTS; i++) {
-        size_t bad = list_check(mk_lists[i], 0x1157 + i, MK_LIST_LEN);
+        size_t bad = tu_list_check(mk_lists[i], 0x1157 + i, MK_LIST_LEN);
         cr_assert_eq(bad, 0, "%s: list %zu node %zu corrupted", when, i, bad - 1);
     }
-    size_t bad = list_check(mk_chain, 0xc4a1, MK_CHAIN);
+    size_t bad = tu_list_check(mk_chain, 0xc4a1, MK_CHAIN);
     cr_assert_eq(bad, 0, "%s: chain node %zu corrupted", when, bad - 1);
 }
 
@@ -1508,7 +1344,7 @@ static void markers_run(const char *markers, const char *stack_max)
     setenv("GC_MARKERS", markers, 1);
     if (stack_max)
         setenv("LFGC_MARK_STACK_MAX", stack_max, 1);
-    int tasks0 = count_tasks();
+    int tasks0 = tu_count_tasks();
     GC_INIT();
     size_t total0 = GC_get_total_bytes();
 
@@ -1516,11 +1352,11 @@ static void markers_run(const char *markers, const char *stack_max)
     mk_lists = GC_MALLOC(MK_LISTS * sizeof *mk_lists);
     cr_assert_not_null(mk_lists);
     for (size_t i = 0; i < MK_LISTS; i++)
-        mk_lists[i] = list_build(0x1157 + i, MK_LIST_LEN);
-    mk_chain = list_build(0xc4a1, MK_CHAIN);
+        mk_lists[i] = tu_list_build(0x1157 + i, MK_LIST_LEN);
+    mk_chain = tu_list_build(0xc4a1, MK_CHAIN);
     mk_verify("built");
     GC_gcollect();
-    int helpers = count_tasks() - tasks0;
+    int helpers = tu_count_tasks() - tasks0;
     int want = atoi(markers) - 1;
     cr_assert_eq(helpers, want, "GC_MARKERS=%s: %d marker threads started, expected %d",
                  markers, helpers, want);
@@ -1587,7 +1423,7 @@ static atomic_int ce_stop;
 
 static uint64_t ce_tag(uint64_t owner, uint64_t i)
 {
-    return pat(owner, i);
+    return tu_pat(owner, i);
 }
 
 static void ce_fill(void *p, uint64_t tag)
@@ -1595,7 +1431,7 @@ static void ce_fill(void *p, uint64_t tag)
     uint64_t *w = p;
     w[0] = tag;
     for (int j = 1; j < 5; j++)
-        w[j] = mix(tag + (uint64_t)j) | (1ull << 63);
+        w[j] = tu_mix(tag + (uint64_t)j) | (1ull << 63);
 }
 
 static bool ce_ok(const void *p, uint64_t tag)
@@ -1604,7 +1440,7 @@ static bool ce_ok(const void *p, uint64_t tag)
     if (w[0] != tag)
         return false;
     for (int j = 1; j < 5; j++)
-        if (w[j] != (mix(tag + (uint64_t)j) | (1ull << 63)))
+        if (w[j] != (tu_mix(tag + (uint64_t)j) | (1ull << 63)))
             return false;
     return true;
 }
@@ -1637,7 +1473,7 @@ static void *ce_collector(void *arg)
     (void)arg;
     while (!atomic_load(&ce_stop)) {
         GC_gcollect();
-        sleep_ms(1);
+        tu_sleep_ms(1);
     }
     return NULL;
 }
@@ -1765,17 +1601,17 @@ static void *sm_thread(void *arg)
     sigset_t all, cur;
     sigfillset(&all);
     CHECK(pthread_sigmask(SIG_BLOCK, &all, NULL) == 0, "pthread_sigmask failed");
-    real_pthread_sigmask(SIG_BLOCK, NULL, &cur);
+    tu_real_pthread_sigmask(SIG_BLOCK, NULL, &cur);
     CHECK(!sigismember(&cur, GC_get_suspend_signal()), "the suspend signal got blocked");
     CHECK(sigismember(&cur, SIGUSR1), "SIGUSR1 was not blocked");
-    struct node *volatile list = list_build(0x516a, 500);
+    struct tu_node *volatile list = tu_list_build(0x516a, 500);
     atomic_store(&sm_phase, 1);
     /* Busy, allocating, while the test collects. */
     uint64_t i = 0;
     while (atomic_load(&sm_phase) < 2 && !failed()) {
         garbage(4 * KiB, i++);
         atomic_fetch_add(&sm_allocated, 4 * KiB);
-        size_t bad = list_check(list, 0x516a, 500);
+        size_t bad = tu_list_check(list, 0x516a, 500);
         if (bad) {
             FAIL("node %zu corrupted", bad - 1);
             break;
@@ -1791,13 +1627,13 @@ Test(threads, pthread_sigmask_keeps_suspend_signal, .timeout = 60)
     size_t total0 = GC_get_total_bytes();
     pthread_t t;
     start_thread(&t, sm_thread, NULL);
-    cr_assert(wait_at_least(&sm_phase, 1, 10));
+    cr_assert(tu_wait_at_least(&sm_phase, 1, 10));
     GC_word g0 = GC_get_gc_no();
     for (int i = 0; i < 30; i++)
         GC_gcollect();
     cr_assert_geq(GC_get_gc_no(), g0 + 30);
     /* Let it allocate a while longer. */
-    cr_assert(wait_at_least(&sm_allocated, 24 * MiB, 30) || failed());
+    cr_assert(tu_wait_at_least(&sm_allocated, 24 * MiB, 30) || failed());
     atomic_store(&sm_phase, 2);
     join_thread(t);
     assert_no_failures();
@@ -1814,9 +1650,9 @@ static atomic_long dt_finished;
 static void *dt_thread(void *arg)
 {
     uint64_t seed = (uint64_t)(uintptr_t)arg;
-    struct node *volatile l = list_build(seed, 50);
+    struct tu_node *volatile l = tu_list_build(seed, 50);
     garbage(64 * KiB, seed);
-    CHECK(!list_check(l, seed, 50), "detached thread %llu: list corrupted",
+    CHECK(!tu_list_check(l, seed, 50), "detached thread %llu: list corrupted",
           (unsigned long long)seed);
     atomic_fetch_add(&dt_finished, 1);
     return l;
@@ -1825,7 +1661,7 @@ static void *dt_thread(void *arg)
 static void *cn_thread(void *arg)
 {
     int fd = (int)(intptr_t)arg;
-    struct node *volatile l = list_build(0xca7, 100);
+    struct tu_node *volatile l = tu_list_build(0xca7, 100);
     (void)l;
     char c;
     for (;;)
@@ -1851,7 +1687,7 @@ Test(threads, detached_and_cancelled_threads, .timeout = 60)
             GC_gcollect();
     }
     pthread_attr_destroy(&attr);
-    cr_assert(wait_at_least(&dt_finished, DT_THREADS, 30), "only %ld detached threads finished",
+    cr_assert(tu_wait_at_least(&dt_finished, DT_THREADS, 30), "only %ld detached threads finished",
               atomic_load(&dt_finished));
 
     /* Cancelled while blocked in read(). */
@@ -1860,7 +1696,7 @@ Test(threads, detached_and_cancelled_threads, .timeout = 60)
     for (int round = 0; round < 20; round++) {
         pthread_t t;
         start_thread(&t, cn_thread, (void *)(intptr_t)p[0]);
-        sleep_ms(2);
+        tu_sleep_ms(2);
         GC_gcollect();
         cr_assert_eq(pthread_cancel(t), 0);         /* GC_pthread_cancel */
         void *ret = join_thread(t);
@@ -1870,7 +1706,7 @@ Test(threads, detached_and_cancelled_threads, .timeout = 60)
     close(p[0]);
     close(p[1]);
     assert_no_failures();
-    sleep_ms(20);               /* let the last detached threads leave */
+    tu_sleep_ms(20);               /* let the last detached threads leave */
     for (int i = 0; i < 3; i++)
         GC_gcollect();
     heap_bounded("detached", total0, 24 * MiB, 16 * MiB);
@@ -1918,21 +1754,21 @@ Test(threads, cancelled_while_stopped_joins_canceled, .timeout = 60)
         atomic_store(&cs_tid, 0);
         pthread_t t;
         start_thread(&t, cs_reader, (void *)(intptr_t)p[0]);
-        double end = now_s() + 10;
-        while (!atomic_load(&cs_tid) && now_s() < end)
-            sleep_ms(1);
+        double end = tu_now_s() + 10;
+        while (!atomic_load(&cs_tid) && tu_now_s() < end)
+            tu_sleep_ms(1);
         cr_assert(atomic_load(&cs_tid), "the reader did not start");
         long sc;
         while ((sc = task_syscall((pid_t)atomic_load(&cs_tid))) != 0 && sc != -2 &&
-               now_s() < end)
-            sleep_ms(1);
+               tu_now_s() < end)
+            tu_sleep_ms(1);
         if (sc == -2)
-            sleep_ms(20);       /* /proc/.../syscall unavailable: give it time */
+            tu_sleep_ms(20);       /* /proc/.../syscall unavailable: give it time */
         else
             in_read++;
         GC_suspend_thread((GC_SUSPEND_THREAD_ID)t);
         cr_assert_eq(pthread_cancel(t), 0);
-        sleep_ms(5);            /* the cancellation signal finds it stopped */
+        tu_sleep_ms(5);            /* the cancellation signal finds it stopped */
         GC_gcollect();          /* leaves it stopped */
         GC_resume_thread((GC_SUSPEND_THREAD_ID)t);
         void *ret = join_thread(t);
@@ -2030,8 +1866,8 @@ static void *fr_register(void *arg)
     (void)arg;
     int r = GC_register_my_thread(NULL);
     CHECK(r == GC_SUCCESS, "GC_register_my_thread: %d", r);
-    struct node *volatile list = list_build(0xf00d, 1000);
-    CHECK(!list_check(list, 0xf00d, 1000), "list of a registered thread corrupted");
+    struct tu_node *volatile list = tu_list_build(0xf00d, 1000);
+    CHECK(!tu_list_check(list, 0xf00d, 1000), "list of a registered thread corrupted");
     CHECK(GC_unregister_my_thread() == GC_SUCCESS, "GC_unregister_my_thread failed");
     return NULL;
 }
@@ -2052,8 +1888,8 @@ Test(threads, registering_without_allow_warns_once, .timeout = 60)
     GC_INIT();
     for (int i = 0; i < 3; i++) {
         pthread_t t;
-        cr_assert_eq(real_pthread_create(&t, NULL, fr_register, NULL), 0);
-        cr_assert_eq(real_pthread_join(t, NULL), 0);
+        cr_assert_eq(tu_real_pthread_create(&t, NULL, fr_register, NULL), 0);
+        cr_assert_eq(tu_real_pthread_join(t, NULL), 0);
     }
     assert_no_failures();
     cr_assert_eq(atomic_load(&warnings), 1, "%d warnings (last: %s)",
@@ -2071,8 +1907,8 @@ Test(threads, registering_after_gc_pthread_create_is_silent, .timeout = 60)
     join_thread(t);
     cr_assert_eq(atomic_load(&fr_phase), 1);
     for (int i = 0; i < 3; i++) {
-        cr_assert_eq(real_pthread_create(&t, NULL, fr_register, NULL), 0);
-        cr_assert_eq(real_pthread_join(t, NULL), 0);
+        cr_assert_eq(tu_real_pthread_create(&t, NULL, fr_register, NULL), 0);
+        cr_assert_eq(tu_real_pthread_join(t, NULL), 0);
     }
     assert_no_failures();
     cr_assert_eq(atomic_load(&warnings), 0, "warned: %s", last_warning);
@@ -2167,7 +2003,7 @@ static atomic_long lw_done;
 static NOINLINE void *lw_thread(void *arg)
 {
     uint64_t seed = (uint64_t)(uintptr_t)arg;
-    struct node *list = list_build(seed, LW_NODES);
+    struct tu_node *list = tu_list_build(seed, LW_NODES);
     CHECK(list != NULL, "out of memory");
     for (int i = 0; i < 300 && list && !failed(); i++) {
         /* Large objects are allocated under the lock. */
@@ -2175,7 +2011,7 @@ static NOINLINE void *lw_thread(void *arg)
         CHECK(big != NULL, "out of memory");
         if (big)
             big[i] = seed;
-        size_t bad = list_check(list, seed, LW_NODES);
+        size_t bad = tu_list_check(list, seed, LW_NODES);
         CHECK(bad == 0, "thread %lu: list damaged at node %zu, round %d",
               (unsigned long)seed, bad, i);
     }
@@ -2203,7 +2039,7 @@ Test(threads, threads_waiting_for_the_lock_keep_their_data, .timeout = 120)
 
 /* GC_get_my_stackbottom / GC_set_stackbottom, as a coroutine library uses
  * them: read, move, restore; the stack is scanned from the restored base. */
-static NOINLINE void *sb_with_moved_base(struct node **out)
+static NOINLINE void *sb_with_moved_base(struct tu_node **out)
 {
     struct GC_stack_base sb, moved, again;
     void *handle = GC_get_my_stackbottom(&sb);
@@ -2214,7 +2050,7 @@ static NOINLINE void *sb_with_moved_base(struct node **out)
     GC_get_my_stackbottom(&again);
     void *seen = again.mem_base;
     GC_set_stackbottom(NULL, &sb);
-    *out = list_build(0x5eed, 20000);
+    *out = tu_list_build(0x5eed, 20000);
     return seen;
 }
 
@@ -2225,8 +2061,8 @@ Test(threads, stack_bottom_get_and_set, .timeout = 60)
     cr_assert_eq(GC_get_stack_base(&base), GC_SUCCESS);
     cr_assert_not_null(GC_get_my_stackbottom(&sb), "no handle for a registered thread");
     cr_assert_eq(sb.mem_base, base.mem_base);
-    struct node *volatile list = NULL;
-    void *seen = sb_with_moved_base((struct node **)&list);
+    struct tu_node *volatile list = NULL;
+    void *seen = sb_with_moved_base((struct tu_node **)&list);
     cr_assert_eq(seen, (char *)base.mem_base - 4096, "GC_set_stackbottom did not take");
     GC_get_my_stackbottom(&sb);
     cr_assert_eq(sb.mem_base, base.mem_base, "the base was not restored");
@@ -2234,7 +2070,7 @@ Test(threads, stack_bottom_get_and_set, .timeout = 60)
         garbage(2 * MiB, (uint64_t)i);
         GC_gcollect();
     }
-    cr_assert_eq(list_check(list, 0x5eed, 20000), 0, "a list held by the stack was corrupted");
+    cr_assert_eq(tu_list_check(list, 0x5eed, 20000), 0, "a list held by the stack was corrupted");
 }
 
 /* GC_set_handle_fork(-1): the program brackets fork() with GC_atfork_*;
@@ -2247,7 +2083,7 @@ Test(threads, fork_handled_by_the_program, .timeout = 60)
     GC_INIT();
     pthread_t t;
     start_thread(&t, te_worker, NULL);
-    struct node *volatile list = list_build(0xf0f0, 5000);
+    struct tu_node *volatile list = tu_list_build(0xf0f0, 5000);
     GC_atfork_prepare();
     pid_t pid = fork();
     if (pid == 0) {
@@ -2257,7 +2093,7 @@ Test(threads, fork_handled_by_the_program, .timeout = 60)
             garbage(1 * MiB, (uint64_t)i);
             GC_gcollect();
         }
-        _exit(list_check(list, 0xf0f0, 5000) ? 3 : 0);
+        _exit(tu_list_check(list, 0xf0f0, 5000) ? 3 : 0);
     }
     GC_atfork_parent();
     cr_assert_gt(pid, 0);
@@ -2268,7 +2104,7 @@ Test(threads, fork_handled_by_the_program, .timeout = 60)
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "child status %#x (3: its list was corrupted)", status);
     GC_gcollect();                          /* the parent's lock was released */
-    cr_assert_eq(list_check(list, 0xf0f0, 5000), 0);
+    cr_assert_eq(tu_list_check(list, 0xf0f0, 5000), 0);
 }
 
 /* GC_alloc_lock excludes GC_call_with_alloc_lock in other threads.  (The
@@ -2285,7 +2121,7 @@ static void *lk_note(void *arg)
 static void *lk_thread(void *arg)
 {
     (void)arg;
-    if (!wait_at_least(&lk_go, 1, 30))
+    if (!tu_wait_at_least(&lk_go, 1, 30))
         FAIL("never told to go");
     GC_call_with_alloc_lock(lk_note, NULL);
     return NULL;
@@ -2299,7 +2135,7 @@ Test(threads, alloc_lock_functions, .timeout = 60)
     start_thread(&t, lk_thread, NULL);
     GC_alloc_lock();
     atomic_store(&lk_go, 1);
-    sleep_ms(100);
+    tu_sleep_ms(100);
     long early = atomic_load(&lk_entered);
     GC_alloc_unlock();
     join_thread(t);
@@ -2330,11 +2166,11 @@ static size_t os_bad_own, os_bad_other;
  * thread collects, then checked. */
 static NOINLINE void os_hold_and_wait(uint64_t seed)
 {
-    struct node *volatile mine = list_build(seed, OS_NODES);
+    struct tu_node *volatile mine = tu_list_build(seed, OS_NODES);
     atomic_store(&os_phase, 1);
     while (atomic_load(&os_phase) != 2)
         sched_yield();
-    os_bad_other = list_check(mine, seed, OS_NODES);
+    os_bad_other = tu_list_check(mine, seed, OS_NODES);
 }
 
 /* The main thread collects while the other thread waits on its other
@@ -2344,7 +2180,7 @@ static void os_collect_meanwhile(pthread_t t, const char *test)
 {
     size_t total0 = GC_get_total_bytes();
     GC_word gc0 = GC_get_gc_no();
-    if (!wait_at_least(&os_phase, 1, 20))
+    if (!tu_wait_at_least(&os_phase, 1, 20))
         FAIL("the thread never reached its other stack");
     collect_rounds(10, 0);
     atomic_store(&os_phase, 2);
@@ -2381,9 +2217,9 @@ static void *as_thread(void *arg)
         pthread_attr_destroy(&attr);
         GC_register_altstack(lo, size, as_altstack, OS_STACK);
     }
-    struct node *volatile own = list_build(0x0a5e, OS_NODES);
+    struct tu_node *volatile own = tu_list_build(0x0a5e, OS_NODES);
     pthread_kill(pthread_self(), SIGUSR1);   /* handled before this returns */
-    os_bad_own = list_check(own, 0x0a5e, OS_NODES);
+    os_bad_own = tu_list_check(own, 0x0a5e, OS_NODES);
     ss.ss_flags = SS_DISABLE;
     sigaltstack(&ss, NULL);
     return NULL;
@@ -2430,9 +2266,9 @@ static struct co_area *co;
 
 static void co_body(void)
 {
-    struct node *volatile early = list_build(0xc0c0, OS_NODES);
+    struct tu_node *volatile early = tu_list_build(0xc0c0, OS_NODES);
     collect_rounds(4, 100);
-    CHECK(list_check(early, 0xc0c0, OS_NODES) == 0,
+    CHECK(tu_list_check(early, 0xc0c0, OS_NODES) == 0,
           "a list on the coroutine's stack was lost in its own collections");
     os_hold_and_wait(0xc1c1);
 }
@@ -2440,14 +2276,14 @@ static void co_body(void)
 static void *co_thread(void *arg)
 {
     (void)arg;
-    struct node *volatile own = list_build(0x0c0e, OS_NODES);
+    struct tu_node *volatile own = tu_list_build(0x0c0e, OS_NODES);
     getcontext(&co->coroutine);
     co->coroutine.uc_stack.ss_sp = unscanned_map(OS_STACK);
     co->coroutine.uc_stack.ss_size = OS_STACK;
     co->coroutine.uc_link = &co->back;
     makecontext(&co->coroutine, co_body, 0);
     CHECK(swapcontext(&co->back, &co->coroutine) == 0, "swapcontext: %s", strerror(errno));
-    os_bad_own = list_check(own, 0x0c0e, OS_NODES);
+    os_bad_own = tu_list_check(own, 0x0c0e, OS_NODES);
     return NULL;
 }
 
@@ -2480,22 +2316,22 @@ Test(threads, stop_world_external, .timeout = 60)
     GC_INIT();
     pthread_t t;
     start_thread(&t, sw_spinner, NULL);
-    cr_assert(wait_at_least(&sw_count, 1000, 10), "the spinner never ran");
+    cr_assert(tu_wait_at_least(&sw_count, 1000, 10), "the spinner never ran");
     GC_stop_world_external();
     long before = atomic_load(&sw_count);
-    sleep_ms(50);
+    tu_sleep_ms(50);
     long during = atomic_load(&sw_count);
     GC_start_world_external();
-    bool resumed = wait_at_least(&sw_count, during + 1000, 10);
+    bool resumed = tu_wait_at_least(&sw_count, during + 1000, 10);
     atomic_store(&sw_stop, 1);
     join_thread(t);
     cr_assert_eq(during, before, "a thread ran %ld steps while the world was stopped",
                  during - before);
     cr_assert(resumed, "the thread did not resume");
     /* The lock was given back: allocation and collection work. */
-    struct node *l = list_build(0x5705, 100);
+    struct tu_node *l = tu_list_build(0x5705, 100);
     GC_gcollect();
-    cr_assert_eq(list_check(l, 0x5705, 100), 0);
+    cr_assert_eq(tu_list_check(l, 0x5705, 100), 0);
 }
 
 /* bdwgc's deprecated variables, still read by old programs. */
@@ -2535,10 +2371,10 @@ static size_t xs_bad;
 
 static NOINLINE void xs_spin_holding_list(void)
 {
-    struct node *volatile mine = list_build(0x5005, 3000);
+    struct tu_node *volatile mine = tu_list_build(0x5005, 3000);
     while (!atomic_load(&xs_stop))
         atomic_fetch_add(&xs_count, 1);
-    xs_bad = list_check(mine, 0x5005, 3000);
+    xs_bad = tu_list_check(mine, 0x5005, 3000);
 }
 
 static void *xs_spinner(void *arg)
@@ -2554,7 +2390,7 @@ Test(threads, suspend_and_resume_another_thread, .timeout = 60)
     GC_INIT();
     pthread_t t;
     start_thread(&t, xs_spinner, NULL);
-    cr_assert(wait_at_least(&xs_count, 1000, 10), "the spinner never ran");
+    cr_assert(tu_wait_at_least(&xs_count, 1000, 10), "the spinner never ran");
     void *id = (void *)t;
     cr_assert_not(GC_is_thread_suspended(id));
     GC_suspend_thread(id);
@@ -2563,19 +2399,19 @@ Test(threads, suspend_and_resume_another_thread, .timeout = 60)
     long before = atomic_load(&xs_count);
     GC_word gc0 = GC_get_gc_no();
     collect_rounds(6, 0);
-    sleep_ms(20);
+    tu_sleep_ms(20);
     long during = atomic_load(&xs_count);
     cr_assert(GC_is_thread_suspended(id), "a collection resumed a suspended thread");
     GC_resume_thread(id);
     cr_assert_not(GC_is_thread_suspended(id));
-    bool resumed = wait_at_least(&xs_count, during + 1000, 10);
+    bool resumed = tu_wait_at_least(&xs_count, during + 1000, 10);
     /* Suspending again at once after a resume must not hang. */
     for (int i = 0; i < 300; i++) {
         GC_suspend_thread(id);
         GC_resume_thread(id);
     }
     long after_cycles = atomic_load(&xs_count);
-    bool runs_after_cycles = wait_at_least(&xs_count, after_cycles + 1000, 10);
+    bool runs_after_cycles = tu_wait_at_least(&xs_count, after_cycles + 1000, 10);
     atomic_store(&xs_stop, 1);
     join_thread(t);
     cr_assert_eq(during, before, "the suspended thread ran %ld steps", during - before);
@@ -2593,9 +2429,9 @@ static atomic_long xs_self_done;
 
 static NOINLINE void xs_self_body(void)
 {
-    struct node *volatile mine = list_build(0x5e1f, 3000);
+    struct tu_node *volatile mine = tu_list_build(0x5e1f, 3000);
     GC_suspend_thread((void *)pthread_self());
-    xs_bad = list_check(mine, 0x5e1f, 3000);
+    xs_bad = tu_list_check(mine, 0x5e1f, 3000);
     atomic_store(&xs_self_done, 1);
 }
 
@@ -2614,10 +2450,10 @@ Test(threads, thread_suspends_itself, .timeout = 60)
     start_thread(&t, xs_self, NULL);
     void *id = (void *)t;
     for (int i = 0; i < 10000 && !GC_is_thread_suspended(id); i++)
-        sleep_ms(1);
+        tu_sleep_ms(1);
     cr_assert(GC_is_thread_suspended(id), "the thread never suspended itself");
     collect_rounds(6, 50);
-    sleep_ms(20);
+    tu_sleep_ms(20);
     cr_assert_eq(atomic_load(&xs_self_done), 0, "a self-suspended thread went on by itself");
     GC_resume_thread(id);
     join_thread(t);
@@ -2672,38 +2508,32 @@ static uint64_t nt_collections(const struct nt_job *jobs, unsigned n)
     return GC_get_gc_no() - before;
 }
 
-static struct node *volatile nt_live;
+static struct tu_node *volatile nt_live;
 
 /* Collections for the jobs, run in a child of its own after one thread
  * allocated as much alone, so that every count starts from the same heap.
  * The child also checks that the heap stayed bounded and the live list
  * intact. */
+struct nt_run {
+    const struct nt_job *jobs;
+    unsigned n;
+};
+
+static int nt_child(void *arg, uint64_t *count)
+{
+    const struct nt_run *run = arg;
+    struct nt_job settle = {NT_STEPS, NT_STEP_BYTES};
+    nt_collections(&settle, 1);
+    *count = nt_collections(run->jobs, run->n);
+    return !failed() && GC_get_heap_size() < ((size_t)64 << 20) &&
+           tu_list_check(nt_live, 0x7e57, NT_LIVE_NODES) == 0 ? 0 : 1;
+}
+
 static uint64_t nt_collections_fresh(const struct nt_job *jobs, unsigned n)
 {
-    int fds[2];
-    cr_assert_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        alarm(60);
-        close(fds[0]);
-        struct nt_job settle = {NT_STEPS, NT_STEP_BYTES};
-        nt_collections(&settle, 1);
-        uint64_t count = nt_collections(jobs, n);
-        bool ok = !failed() && GC_get_heap_size() < ((size_t)64 << 20) &&
-                  list_check(nt_live, 0x7e57, NT_LIVE_NODES) == 0;
-        _exit(write(fds[1], &count, sizeof count) == sizeof count && ok ? 0 : 1);
-    }
-    close(fds[1]);
-    uint64_t count = 0;
-    ssize_t got = read(fds[0], &count, sizeof count);
-    close(fds[0]);
-    int status = 0;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && got == sizeof count,
-              "the child failed: heap unbounded, live data damaged or a worker "
-              "failed (status %d)", status);
-    return count;
+    struct nt_run run = {jobs, n};
+    return tu_in_child_value(nt_child, &run, 60,
+                             "heap unbounded, live data damaged or a worker failed");
 }
 
 /* Two threads allocating at once each have structures in progress that a
@@ -2715,7 +2545,7 @@ Test(threads, allocation_between_collections_grows_with_allocating_threads, .tim
 {
     reset_failures();
     GC_INIT();
-    nt_live = list_build(0x7e57, NT_LIVE_NODES);
+    nt_live = tu_list_build(0x7e57, NT_LIVE_NODES);
     cr_assert_not_null(nt_live);
     struct nt_job alone[1] = {{NT_STEPS, NT_STEP_BYTES}};
     struct nt_job halves[2] = {{NT_STEPS / 2, NT_STEP_BYTES}, {NT_STEPS / 2, NT_STEP_BYTES}};
@@ -2730,7 +2560,7 @@ Test(threads, allocation_between_collections_grows_with_allocating_threads, .tim
     cr_assert_geq(10 * with_light, 9 * one,
                   "a thread allocating 1/16 as much cut collections from %lu to %lu",
                   (unsigned long)one, (unsigned long)with_light);
-    cr_assert_eq(list_check(nt_live, 0x7e57, NT_LIVE_NODES), 0, "the live list was damaged");
+    cr_assert_eq(tu_list_check(nt_live, 0x7e57, NT_LIVE_NODES), 0, "the live list was damaged");
 }
 
 /* A thread's __thread variables and pthread_setspecific values are roots:
@@ -2738,27 +2568,27 @@ Test(threads, allocation_between_collections_grows_with_allocating_threads, .tim
  * the end for threads made by GC_pthread_create and for those registered
  * with GC_get_stack_base's answer (bdwgc 8.2 loses the former's).  Each
  * list is reachable only from one of them while the main thread collects. */
-static __thread struct node *volatile tl_list;
+static __thread struct tu_node *volatile tl_list;
 static __thread uint64_t tl_seed;
 static pthread_key_t tl_key;
 
 static NOINLINE void tl_keep(uint64_t seed)
 {
     tl_seed = seed;
-    tl_list = list_build(seed, RG_NODES);
+    tl_list = tu_list_build(seed, RG_NODES);
     CHECK(tl_list != NULL, "out of memory");
-    struct node *keyed = list_build(seed + 1, RG_NODES);
+    struct tu_node *keyed = tu_list_build(seed + 1, RG_NODES);
     CHECK(keyed != NULL && pthread_setspecific(tl_key, keyed) == 0, "pthread_setspecific");
 }
 
 static NOINLINE size_t tl_check(void)
 {
-    return list_check(tl_list, tl_seed, RG_NODES);
+    return tu_list_check(tl_list, tl_seed, RG_NODES);
 }
 
 static NOINLINE size_t tl_check_keyed(void)
 {
-    return list_check(pthread_getspecific(tl_key), tl_seed + 1, RG_NODES);
+    return tu_list_check(pthread_getspecific(tl_key), tl_seed + 1, RG_NODES);
 }
 
 static void *tl_body(uint64_t seed)
@@ -2766,7 +2596,7 @@ static void *tl_body(uint64_t seed)
     tl_keep(seed);
     clear_stack();
     atomic_store(&rg_phase, 1);
-    if (!wait_at_least(&rg_collected, 1, 30))
+    if (!tu_wait_at_least(&rg_collected, 1, 30))
         FAIL("the test did not collect");
     size_t bad = tl_check();
     CHECK(!bad, "list held by a __thread variable: node %zu corrupted", bad - 1);

@@ -15,19 +15,52 @@
 #ifndef LFGC_TEST_UTIL_H
 #define LFGC_TEST_UTIL_H
 
-/* Include this header before any system header: it needs _GNU_SOURCE. */
+/* Include this header before any system header: it needs _GNU_SOURCE.
+ * Define GC_THREADS (if wanted) before it: it includes gc.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
+
+/* The real pthread functions, captured before gc.h redirects them (under
+ * GC_THREADS): tests of unregistered threads need threads the collector
+ * is not told about. */
+static __attribute__((unused)) int tu_real_pthread_create(pthread_t *t,
+                                                          const pthread_attr_t *attr,
+                                                          void *(*fn)(void *), void *arg)
+{
+    return pthread_create(t, attr, fn, arg);
+}
+
+static __attribute__((unused)) int tu_real_pthread_join(pthread_t t, void **ret)
+{
+    return pthread_join(t, ret);
+}
+
+static __attribute__((unused)) int tu_real_pthread_sigmask(int how, const sigset_t *set,
+                                                           sigset_t *old)
+{
+    return pthread_sigmask(how, set, old);
+}
 
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gc.h"
@@ -331,6 +364,210 @@ static inline size_t tu_first_nonzero(const void *p, size_t n)
         if (b[j])
             return j;
     return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Time, waiting, this process's threads and memory                   */
+
+static inline double tu_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sleep against an absolute deadline: the collector's signals interrupt
+ * sleeps often, and on some kernels the remaining time that nanosleep
+ * reports after an interruption is far larger than what was asked for,
+ * so a nanosleep(&ts, &ts) loop can sleep for seconds. */
+static TU_UNUSED void tu_sleep_ms(unsigned ms)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+        ;
+}
+
+/* Wait (polling) until *v >= want; false after `secs` seconds. */
+static TU_UNUSED bool tu_wait_at_least(atomic_long *v, long want, double secs)
+{
+    double end = tu_now_s() + secs;
+    for (unsigned spins = 0; atomic_load(v) < want; spins++) {
+        if (tu_now_s() > end)
+            return false;
+        if (spins < 200)
+            sched_yield();
+        else
+            tu_sleep_ms(1);
+    }
+    return true;
+}
+
+/* Threads of this process, from /proc/self/task (-1: unreadable). */
+static TU_UNUSED int tu_count_tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static TU_UNUSED bool tu_task_exists(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d", (int)tid);
+    return access(path, F_OK) == 0;
+}
+
+/* Wait until thread tid has exited (its task is gone); false after
+ * `secs` seconds. */
+static TU_UNUSED bool tu_wait_task_gone(pid_t tid, double secs)
+{
+    double end = tu_now_s() + secs;
+    while (tu_task_exists(tid)) {
+        if (tu_now_s() > end)
+            return false;
+        tu_sleep_ms(1);
+    }
+    return true;
+}
+
+/* Resident set size of this process, in bytes. */
+static TU_UNUSED size_t tu_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    unsigned long size = 0, resident = 0;
+    cr_assert_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
+    fclose(f);
+    return resident * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* ------------------------------------------------------------------ */
+/* Child processes                                                     */
+
+/* Run fn(arg, &value) in a forked child, which must exit within `secs`
+ * seconds (alarm(), then SIGKILL from here) with fn's result 0: a crash,
+ * a hang or a nonzero result fails the test, naming `what`.  Returns the
+ * value fn stored.  For tests that need a fresh collector or may
+ * deadlock. */
+static TU_UNUSED uint64_t tu_in_child_value(int (*fn)(void *arg, uint64_t *value), void *arg,
+                                            unsigned secs, const char *what)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        alarm(secs);
+        close(fds[0]);
+        uint64_t value = 0;
+        int rc = fn(arg, &value);
+        if (write(fds[1], &value, sizeof value) != sizeof value && !rc)
+            rc = 125;
+        _exit(rc);
+    }
+    close(fds[1]);
+    int status = 0;
+    double end = tu_now_s() + secs + 5;
+    pid_t r;
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0 && tu_now_s() < end)
+        tu_sleep_ms(5);
+    if (r == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    uint64_t value = 0;
+    ssize_t got = read(fds[0], &value, sizeof value);
+    close(fds[0]);
+    cr_assert(WIFEXITED(status), "%s: the child %s (status %#x)", what,
+              WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM ? "hung (deadlock)"
+                                                                : "was killed", status);
+    cr_assert_eq(WEXITSTATUS(status), 0, "%s: the child failed (status %d)", what,
+                 WEXITSTATUS(status));
+    cr_assert_eq(got, (ssize_t)sizeof value, "%s: the child reported nothing", what);
+    return value;
+}
+
+static TU_UNUSED int tu_call_plain(void *fn, uint64_t *value)
+{
+    (void)value;
+    return ((int (*)(void))fn)();
+}
+
+/* tu_in_child_value for a child that only succeeds (0) or fails (its
+ * status says which check). */
+static TU_UNUSED void tu_in_child(int (*fn)(void), unsigned secs, const char *what)
+{
+    tu_in_child_value(tu_call_plain, (void *)fn, secs, what);
+}
+
+/* ------------------------------------------------------------------ */
+/* Checksummed lists (liveness checks in threaded tests)               */
+
+static inline uint64_t tu_mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Word j of the data with seed s: bit 63 set, so never a heap address
+ * (the values retain nothing). */
+static inline uint64_t tu_pat(uint64_t s, uint64_t j)
+{
+    return tu_mix(s * 0x100000001b3ull + j) | (1ull << 63);
+}
+
+/* A singly linked list node (32 bytes: a 48-byte class). */
+struct tu_node {
+    struct tu_node *next;
+    uint64_t key;
+    uint64_t val[2];
+};
+
+/* A list of n nodes with seed `seed`, NULL when out of memory. */
+static TU_NOINLINE struct tu_node *tu_list_build(uint64_t seed, size_t n)
+{
+    struct tu_node *head = NULL;
+    for (size_t i = n; i-- > 0;) {
+        struct tu_node *x = GC_MALLOC(sizeof *x);
+        if (!x)
+            return NULL;
+        x->next = head;
+        x->key = tu_pat(seed, 3 * i);
+        x->val[0] = tu_pat(seed, 3 * i + 1);
+        x->val[1] = tu_pat(seed, 3 * i + 2);
+        head = x;
+    }
+    return head;
+}
+
+/* Index of the first bad node + 1 (n + 1 for a wrong length), or 0. */
+static TU_UNUSED size_t tu_list_check(const struct tu_node *x, uint64_t seed, size_t n)
+{
+    for (size_t i = 0; i < n; i++, x = x->next) {
+        if (!x)
+            return n + 1;
+        if (x->key != tu_pat(seed, 3 * i) || x->val[0] != tu_pat(seed, 3 * i + 1) ||
+            x->val[1] != tu_pat(seed, 3 * i + 2))
+            return i + 1;
+    }
+    return x ? n + 1 : 0;
 }
 
 /* ------------------------------------------------------------------ */
