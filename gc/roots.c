@@ -5,7 +5,8 @@
  * the world is stopped, so that dlopen'ed libraries are covered) but for
  * their RELRO parts, the ranges
  * added with GC_add_roots,
- * minus the ranges excluded with GC_exclude_static_roots.  lfgc's own
+ * minus the ranges excluded with GC_exclude_static_roots and the
+ * segments a GC_register_has_static_roots_callback filter refuses.  lfgc's own
  * state is never a root: its globals that may look like heap addresses
  * are in the lf_unscanned section, left out in any link, and its shared
  * object, when it is one, is skipped whole (nothing else in it retains).
@@ -31,6 +32,11 @@ struct range_set {
 
 static struct range_set user_roots;
 static struct range_set excluded;       /* kept sorted by lo */
+/* The first entries of `excluded` at start-up are lfgc's own, which
+ * GC_clear_exclusion_table keeps. */
+static struct range own_excluded[2];
+/* GC_register_has_static_roots_callback's filter, or NULL. */
+static GC_has_static_roots_func static_roots_filter;
 static size_t last_roots_bytes;
 
 static bool range_set_reserve(struct range_set *s)
@@ -72,10 +78,14 @@ void lf_roots_init(void)
 {
     /* lfgc's own state (free-list heads, region bounds, sizes) is no
      * root, in whatever object it was linked. */
-    exclude((uintptr_t)__start_lf_unscanned, (uintptr_t)__stop_lf_unscanned);
+    own_excluded[0] = (struct range){ (uintptr_t)__start_lf_unscanned,
+                                      (uintptr_t)__stop_lf_unscanned };
     /* A program that reads lowfat_heap_top directly may have it copied
      * into its own data (a copy relocation): leave that copy out too. */
-    exclude((uintptr_t)&lowfat_heap_top, (uintptr_t)(&lowfat_heap_top + 1));
+    own_excluded[1] = (struct range){ (uintptr_t)&lowfat_heap_top,
+                                      (uintptr_t)(&lowfat_heap_top + 1) };
+    for (unsigned i = 0; i < 2; i++)
+        exclude(own_excluded[i].lo, own_excluded[i].hi);
 }
 
 /* Scan [lo, hi) minus the excluded ranges. */
@@ -138,12 +148,18 @@ static int gather_object_segments(struct dl_phdr_info *info, size_t size, void *
             self - (info->dlpi_addr + ph->p_vaddr) < ph->p_memsz)
             return 0;                /* lfgc's own shared object */
     }
+    GC_has_static_roots_func filter = static_roots_filter;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
             continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
         uintptr_t hi = lo + ph->p_memsz;
+        /* As bdwgc: the program's filter sees the whole segment, RELRO
+         * part included, and may refuse it. */
+        if (filter && !filter(info->dlpi_name ? info->dlpi_name : "", (void *)lo,
+                              (size_t)ph->p_memsz))
+            continue;
         if (relro_lo < relro_hi && relro_lo < hi && relro_hi > lo) {
             if (lo < relro_lo)
                 segment_add(lo, relro_lo);
@@ -299,5 +315,26 @@ LFGC_EXPORT void GC_exclude_static_roots(void *low, void *high)
     lf_ensure_init();
     lock();
     exclude((uintptr_t)low, (uintptr_t)high);
+    unlock();
+}
+
+/* Forget the program's exclusions; lfgc's own data stay out of the scan
+ * (they are no roots in any link: see lf_roots_init). */
+LFGC_EXPORT void GC_clear_exclusion_table(void)
+{
+    lf_ensure_init();
+    lock();
+    excluded.n = 0;
+    for (unsigned i = 0; i < 2; i++)
+        exclude(own_excluded[i].lo, own_excluded[i].hi);
+    unlock();
+}
+
+/* Read at each listing of the data segments (before every collection,
+ * lock held, world running, the loader's lock held). */
+LFGC_EXPORT void GC_register_has_static_roots_callback(GC_has_static_roots_func fn)
+{
+    lock();
+    static_roots_filter = fn;
     unlock();
 }

@@ -285,6 +285,20 @@ GC_API void GC_remove_roots(void *low, void *high);
 GC_API void GC_clear_roots(void);
 /* Never scan [low, high) even where it lies in a data segment. */
 GC_API void GC_exclude_static_roots(void *low, void *high);
+/* Forget every range GC_exclude_static_roots excluded (lfgc's own data
+ * stay unscanned). */
+GC_API void GC_clear_exclusion_table(void);
+/* A filter of the data segments scanned as roots: before each collection
+ * lfgc lists the writable segments of the program and of every loaded
+ * shared object, and calls fn(name, start, size) for each (name is the
+ * object's path, "" for the program; start and size the whole segment);
+ * a segment for which fn returns 0 is not scanned.  fn runs with the
+ * allocation lock and the dynamic loader's lock held (the world is not
+ * stopped): it must not allocate, collect, dlopen or dlclose.  NULL (the
+ * default) scans every segment.  Replaces any earlier filter. */
+typedef int (*GC_has_static_roots_func)(const char *dlpi_name, void *section_start,
+                                        size_t section_size);
+GC_API void GC_register_has_static_roots_callback(GC_has_static_roots_func fn);
 GC_API void GC_set_no_dls(int);
 GC_API int GC_get_no_dls(void);
 

@@ -270,6 +270,80 @@ Test(retention, no_dls_ignores_shared_library_data)
     GC_set_no_dls(0);
 }
 
+/* GC_register_has_static_roots_callback: the filter sees every writable
+ * segment, the program's (named "") and each library's, and a segment it
+ * refuses is not scanned. */
+static int filter_program, filter_helper, filter_helper_covers;
+static uintptr_t filter_slot_addr;
+
+static int refuse_helper(const char *name, void *start, size_t size)
+{
+    if (!name[0])
+        filter_program++;
+    if (!strstr(name, "libroot_helper"))
+        return 1;
+    filter_helper++;
+    if (filter_slot_addr - (uintptr_t)start < size)
+        filter_helper_covers++;
+    return 0;
+}
+
+static void *volatile filter_keep;
+
+Test(retention, static_roots_filter_leaves_refused_segments_out)
+{
+    struct helper h;
+    helper_open(&h);
+    filter_slot_addr = (uintptr_t)dlsym(h.handle, "root_helper_bss_slot");
+    cr_assert_neq(filter_slot_addr, 0);
+    GC_register_has_static_roots_callback(refuse_helper);
+    GC_disable();
+    GC_hidden_pointer a = new_filled(128, 41);
+    GC_hidden_pointer b = new_filled(128, 42);
+    tu_store(&filter_keep, b, 0);
+    helper_store(&h, 0, a);
+    GC_enable();
+    tu_collect();
+    cr_assert_gt(filter_program, 0, "the filter never saw the program's data");
+    cr_assert_gt(filter_helper_covers, 0, "no segment given to the filter holds the "
+                 "library's .bss slot (%d of its segments seen)", filter_helper);
+    cr_assert_not(tu_live(a), "a segment the filter refused still retained its object");
+    cr_assert(tu_live(b) && intact(b, 128, 42), "the program's data (accepted) lost an object");
+
+    /* Without the filter the library's data are roots again. */
+    GC_register_has_static_roots_callback(NULL);
+    GC_disable();
+    GC_hidden_pointer c = new_filled(128, 43);
+    helper_store(&h, 0, c);
+    GC_enable();
+    tu_collect();
+    cr_assert(tu_live(c) && intact(c, 128, 43), "the library's data not scanned without a filter");
+    helper_store(&h, 0, 0);
+}
+
+/* GC_clear_exclusion_table: excluded static ranges are scanned again. */
+static void *volatile excluded_slot;
+
+Test(retention, clear_exclusion_table_scans_excluded_ranges_again)
+{
+    GC_exclude_static_roots((void *)&excluded_slot, (char *)&excluded_slot + sizeof excluded_slot);
+    GC_disable();
+    GC_hidden_pointer a = new_filled(128, 51);
+    tu_store(&excluded_slot, a, 0);
+    GC_enable();
+    tu_collect();
+    cr_assert_not(tu_live(a), "an excluded range retained its object");
+    GC_clear_exclusion_table();
+    GC_disable();
+    GC_hidden_pointer b = new_filled(128, 52);
+    tu_store(&excluded_slot, b, 0);
+    GC_enable();
+    tu_collect();
+    cr_assert(tu_live(b) && intact(b, 128, 52),
+              "after GC_clear_exclusion_table the range is still not scanned");
+    excluded_slot = NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Heap chains                                                         */
 
