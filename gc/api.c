@@ -374,13 +374,13 @@ static void format_message(char *buf, size_t size, const char *fmt, uintptr_t ar
     buf[at] = 0;
 }
 
-static void write_now(const char *fmt, uintptr_t arg)
+static void write_now(int fd, const char *fmt, uintptr_t arg)
 {
     char buf[512];
     format_message(buf, sizeof buf, fmt, arg);
     size_t len = strlen(buf), done = 0;
     while (done < len) {
-        ssize_t n = write(STDERR_FILENO, buf + done, len - done);
+        ssize_t n = write(fd, buf + done, len - done);
         if (n <= 0 && errno != EINTR)
             return;
         if (n > 0)
@@ -395,7 +395,7 @@ static void message(bool to_proc, const char *fmt, uintptr_t arg)
         return;
     if (lf_world_stopped_by_self()) {
         if (!to_proc || proc == GC_default_warn_proc) {
-            write_now(fmt, arg);
+            write_now(to_proc ? STDERR_FILENO : lf_log_fd, fmt, arg);
         } else if (deferred_count < DEFERRED_MAX) {
             deferred[deferred_count].fmt = fmt;
             deferred[deferred_count].arg = arg;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "gc_mark.h"
 
 /* ------------------------------------------------------------------ */
 /* Debugging allocator: forwards (GC_EXTRAS is __FILE__, __LINE__ on
@@ -165,7 +166,6 @@ LFGC_EXPORT void GC_debug_register_finalizer_unreachable(void *obj, GC_finalizat
 static int max_prior_attempts = 1;
 static size_t min_bytes_allocd = 1;
 static int rate = 10;
-static int disable_automatic_collection;
 static unsigned long time_limit_nsec;
 
 LFGC_EXPORT void GC_set_max_prior_attempts(int v) { max_prior_attempts = v; }
@@ -181,20 +181,22 @@ LFGC_EXPORT int GC_get_dont_precollect(void) { return GC_dont_precollect; }
 LFGC_EXPORT void GC_set_non_gc_bytes(GC_word v) { GC_non_gc_bytes = v; }
 LFGC_EXPORT GC_word GC_get_non_gc_bytes(void) { return GC_non_gc_bytes; }
 
-/* bdwgc's switch leaves only explicit collections: lfgc's nearest is
- * GC_dont_gc, which also stops GC_gcollect, so the flag is only kept
- * (docs/compatibility.md). */
+/* Only explicit collections (GC_gcollect, GC_try_to_collect, ...) and
+ * those of a heap that cannot grow (its limit reached) run; the policy
+ * (policy.c) grows the heap instead of collecting. */
+bool lf_auto_collect_off;
+
 LFGC_EXPORT void GC_set_disable_automatic_collection(int v)
 {
     lock();
-    disable_automatic_collection = v;
+    lf_auto_collect_off = v != 0;
     unlock();
 }
 
 LFGC_EXPORT int GC_get_disable_automatic_collection(void)
 {
     lock();
-    int v = disable_automatic_collection;
+    int v = lf_auto_collect_off;
     unlock();
     return v;
 }
@@ -387,17 +389,12 @@ LFGC_EXPORT void GC_set_log_fd(int fd)
 /* ------------------------------------------------------------------ */
 /* Dumps                                                                 */
 
+/* As bdwgc: no lock, so that a program holding it (GC_call_with_alloc_lock)
+ * may dump. */
 LFGC_EXPORT void GC_dump_named(const char *name)
 {
-    if (name)
-        dprintf(lf_log_fd, "***GC Dump %s\n", name);
-    GC_dump();
-}
-
-/* Regions are lfgc's "heap sections": GC_dump lists them. */
-LFGC_EXPORT void GC_dump_regions(void)
-{
-    GC_dump();
+    lf_ensure_init();
+    lf_dump(name);
 }
 
 LFGC_EXPORT void GC_dump_finalization(void)
@@ -509,6 +506,41 @@ LFGC_EXPORT void *GC_is_visible(void *p)
     if ((char *)p + sizeof(void *) > (char *)base + len)
         GC_is_visible_print_proc(p);
     return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reachable objects                                                    */
+
+struct enumerate {
+    GC_reachable_object_proc proc;
+    void *client_data;
+};
+
+static int enumerate_one(void *base, size_t bytes, unsigned kind, void *arg)
+{
+    struct enumerate *e = arg;
+    /* Marked by the last collection (or since); uncollectable objects
+     * are reachable by definition. */
+    if (lf_kinds[kind].uncollectable || lf_mark_is_set(base))
+        e->proc(base, bytes, e->client_data);
+    return 0;
+}
+
+/* As bdwgc: the objects the last collection marked, in use now, with
+ * their sizes; the caller holds the lock.  Threads sweeping without it
+ * are held meanwhile, so that no span changes under the walk. */
+LFGC_EXPORT void GC_enumerate_reachable_objects_inner(GC_reachable_object_proc proc,
+                                                      void *client_data)
+{
+    if (!proc || !lf_heap_initialized)
+        return;
+    struct enumerate e = { proc, client_data };
+    bool held = AO_load(&lf_gc_pending);    /* by a collection in progress */
+    if (!held)
+        lf_sweepers_hold();
+    lf_heap_walk(enumerate_one, &e);
+    if (!held)
+        lf_sweepers_release();
 }
 
 /* bdwgc's temporary roots are the data of dynamic libraries, re-listed

@@ -429,6 +429,11 @@ extern int lf_log_fd;
 void lf_heap_resized(uint64_t heap_bytes);
 void lf_log(const char *fmt, uintptr_t arg);
 void lf_messages_flush(void);
+/* GC_set_disable_automatic_collection (compat.c): only explicit
+ * collections and those of a heap that cannot grow. */
+extern bool lf_auto_collect_off;
+/* GC_dump_named's dump to lf_log_fd, lock not taken (stats.c). */
+void lf_dump(const char *name);
 
 /* ------------------------------------------------------------------ */
 /* Marking (mark.c) and sweeping (sweep.c)                             */

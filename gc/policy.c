@@ -137,7 +137,7 @@ static bool want_minor(enum collect_reason why)
 
 bool lf_should_collect(void)
 {
-    if (GC_dont_gc || lf_collect_in_progress())
+    if (GC_dont_gc || lf_auto_collect_off || lf_collect_in_progress())
         return false;
     uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
     uint64_t allocd = since > lf_hs.freed_since_gc ? since - lf_hs.freed_since_gc : 0;
@@ -218,16 +218,17 @@ enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections
     if (lf_hs.heap_bytes + bytes <= lf_hs.heap_target)
         return COLLECT_NONE;
     /* GC_dont_expand: grow only when a collection did not help. */
-    if (collections == 0 && (GC_dont_expand ? !GC_dont_gc : lf_should_collect()))
+    bool no_collection = GC_dont_gc || lf_auto_collect_off;
+    if (collections == 0 && (GC_dont_expand ? !no_collection : lf_should_collect()))
         return COLLECT_ALLOCATION;
     /* Promoted garbage must not make the heap grow: a full collection
      * first, when minor ones promoted enough to make it worth its cost. */
-    if (lf_hs.last_minor && !GC_dont_gc && full_may_reclaim(bytes))
+    if (lf_hs.last_minor && !no_collection && full_may_reclaim(bytes))
         return COLLECT_HEAP_FULL;
     /* Young objects found live by the last collection often die soon
      * after it (a structure being built then): a minor collection, which
      * traces them again, before growing for them. */
-    if (collections == 0 && !GC_dont_gc && minor_may_reclaim(bytes))
+    if (collections == 0 && !no_collection && minor_may_reclaim(bytes))
         return COLLECT_BEFORE_GROWTH;
     expand_step(bytes);
     return COLLECT_NONE;

@@ -1,6 +1,7 @@
 /* stats.c: figures, pause records, collection events, GC_dump. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -22,15 +23,21 @@ void lf_stats_record_pause(uint64_t ns)
         max_pause = ns;
 }
 
+/* To the log (GC_set_log_fd), after the world restarted. */
 void lf_stats_print_collection(uint64_t pause_ns)
 {
-    fprintf(stderr,
-            "lfgc: collection %lu (%s): heap %llu KiB, live %llu KiB, "
-            "reclaimed %llu KiB, pause %.3f ms\n",
-            (unsigned long)GC_gc_no, lf_hs.last_minor ? "minor" : "full",
-            (unsigned long long)(lf_hs.heap_bytes >> 10),
-            (unsigned long long)(lf_hs.live_bytes >> 10),
-            (unsigned long long)(lf_hs.reclaimed_last >> 10), pause_ns / 1e6);
+    char line[256];
+    snprintf(line, sizeof line,
+             "lfgc: collection %lu (%s): heap %llu KiB, live %llu KiB, "
+             "reclaimed %llu KiB, pause %.3f ms\n",
+             (unsigned long)GC_gc_no, lf_hs.last_minor ? "minor" : "full",
+             (unsigned long long)(lf_hs.heap_bytes >> 10),
+             (unsigned long long)(lf_hs.live_bytes >> 10),
+             (unsigned long long)(lf_hs.reclaimed_last >> 10), pause_ns / 1e6);
+    if (lf_log_fd == 2)
+        fputs(line, stderr);
+    else
+        (void)!write(lf_log_fd, line, strlen(line));
 }
 
 /* Set while this thread runs a callback of a collection: the lock is held
@@ -209,10 +216,14 @@ LFGC_EXPORT size_t lfgc_get_pauses(uint64_t *ns, size_t max)
     return max;
 }
 
-LFGC_EXPORT void GC_dump(void)
+/* bdwgc's GC_dump_named: no lock (the caller holds it, or accepts a
+ * racy picture: only this thread reads the pool lists without it). */
+void lf_dump(const char *name)
 {
-    lf_ensure_init();
-    lock();
+    if (name)
+        dprintf(lf_log_fd, "***GC Dump %s\n", name);
+    else
+        dprintf(lf_log_fd, "***GC Dump collection #%lu\n", (unsigned long)GC_gc_no);
     dprintf(lf_log_fd, "lfgc heap: %llu KiB in use or pooled, %llu KiB released, "
             "%llu KiB live after collection %lu\n",
             (unsigned long long)(lf_hs.heap_bytes >> 10),
@@ -238,5 +249,50 @@ LFGC_EXPORT void GC_dump(void)
                 (unsigned long long)in_use, (unsigned long long)unswept,
                 (unsigned long long)pooled);
     }
+}
+
+LFGC_EXPORT void GC_dump(void)
+{
+    lf_ensure_init();
+    lock();
+    lf_dump(NULL);
     unlock();
+}
+
+static const char *span_state_name(uint8_t st)
+{
+    return st == SPAN_SWEPT ? "in use" : st == SPAN_UNSWEPT ? "in use, unswept" : "free";
+}
+
+/* bdwgc's heap sections and blocks are lfgc's regions and spans: each
+ * region that has handed out chunks, with its runs of spans alike (state
+ * and kind).  Reads per-chunk bytes only, no lists: safe without the
+ * lock, if racy. */
+LFGC_EXPORT void GC_dump_regions(void)
+{
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        if (!r->mapped || !r->next_chunk)
+            continue;
+        uint64_t end = r->start + (r->next_chunk << CHUNK_SHIFT);
+        dprintf(lf_log_fd, "region %u (%llu-byte objects) [%p, %p):\n", c,
+                (unsigned long long)r->size, (void *)r->start, (void *)end);
+        uint64_t run = 0;
+        for (uint64_t j = r->span_chunks; j <= r->next_chunk; j += r->span_chunks) {
+            const struct span *a = &r->spans[run], *b = &r->spans[j];
+            if (j < r->next_chunk && b->state == a->state &&
+                (a->state == SPAN_UNUSED || b->kind == a->kind))
+                continue;
+            uint64_t lo = r->start + (run << CHUNK_SHIFT), hi = r->start + (j << CHUNK_SHIFT);
+            uint64_t n = (j - run) / r->span_chunks;
+            if (a->state == SPAN_UNUSED)
+                dprintf(lf_log_fd, "  [%p, %p) %llu span%s free\n", (void *)lo, (void *)hi,
+                        (unsigned long long)n, n == 1 ? "" : "s");
+            else
+                dprintf(lf_log_fd, "  [%p, %p) %llu span%s %s, kind %u\n", (void *)lo,
+                        (void *)hi, (unsigned long long)n, n == 1 ? "" : "s",
+                        span_state_name(a->state), (unsigned)a->kind);
+            run = j;
+        }
+    }
 }

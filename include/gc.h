@@ -231,7 +231,8 @@ GC_API void GC_get_heap_usage_safe(GC_word *heap_size, GC_word *free_bytes,
                                    GC_word *unmapped_bytes,
                                    GC_word *bytes_since_gc,
                                    GC_word *total_bytes);
-/* Print the heap's state (regions, spans, live bytes) on stderr. */
+/* Print the heap's state (regions, spans, live bytes) on the log
+ * descriptor (GC_set_log_fd, stderr by default), under the lock. */
 GC_API void GC_dump(void);
 
 /* Collection events, as in bdwgc: the callback runs with the allocation
@@ -576,6 +577,9 @@ GC_API void GC_set_min_bytes_allocd(size_t);
 GC_API size_t GC_get_min_bytes_allocd(void);
 GC_API void GC_set_rate(int);
 GC_API int GC_get_rate(void);
+/* 1: allocation never collects (the heap grows instead); GC_gcollect and
+ * the other explicit calls still do, and so does an allocation that
+ * finds the heap at its limit (GC_set_max_heap_size), as in bdwgc. */
 GC_API void GC_set_disable_automatic_collection(int);
 GC_API int GC_get_disable_automatic_collection(void);
 struct GC_timeval_s {
@@ -646,8 +650,10 @@ GC_API void GC_abort_on_oom(void) __attribute__((noreturn));
 /* File descriptor of lfgc's log (GC_PRINT_STATS, GC_dump); 2 by
  * default.  Warnings still go to the warn proc. */
 GC_API void GC_set_log_fd(int fd);
-/* GC_dump preceded by a line naming the dump; GC_dump_regions is
- * GC_dump (lfgc's regions are its heap sections); GC_dump_finalization
+/* GC_dump with "***GC Dump name" first ("collection #N" for NULL), without
+ * taking the lock (as in bdwgc: hold it, GC_call_with_alloc_lock, or
+ * accept a racy picture); GC_dump_regions lists each region used (lfgc's
+ * heap sections) with its runs of spans, lock not taken; GC_dump_finalization
  * prints one line (the tables' sizes come with GC_PRINT_STATS). */
 GC_API void GC_dump_named(const char *name);
 GC_API void GC_dump_regions(void);

@@ -225,8 +225,10 @@ GC_API GC_push_other_roots_proc GC_get_push_other_roots(void);
 /* ------------------------------------------------------------------ */
 /* Other calls of bdwgc's gc_mark.h                                    */
 
-/* Call proc(base, bytes, client_data) for every object reachable from the
- * roots; the caller holds the lock. */
+/* Call proc(base, bytes, client_data) for every object the last
+ * collection found reachable (marked) and still in use, and every
+ * uncollectable object; bytes is GC_size(base).  The caller holds the
+ * lock (GC_call_with_alloc_lock); proc must not allocate or free. */
 typedef void (*GC_reachable_object_proc)(void *obj, size_t bytes, void *client_data);
 GC_API void GC_enumerate_reachable_objects_inner(GC_reachable_object_proc proc,
                                                  void *client_data);

@@ -8,15 +8,13 @@
  * uninitialised collector. */
 #define GC_DEBUG 1
 #include "test_util.h"
+#include "gc_mark.h"
 
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 
-/* bdwgc declares these two in gc_mark.h. */
-void *GC_clear_stack(void *arg);
-int GC_is_tmp_root(void *p);
 
 /* ------------------------------------------------------------------ */
 /* Debugging allocator                                                  */
@@ -488,4 +486,178 @@ Test(bdwgc_api, data_stackbottom_before_init)
     cr_assert_not_null(GC_get_my_stackbottom(&sb));
     cr_assert_eq(sb.mem_base, mine, "GC_stackbottom set before GC_INIT was not used");
     cr_assert_eq(GC_stackbottom, mine);
+}
+
+/* ------------------------------------------------------------------ */
+/* Dumps, the log, reachable objects, automatic collection             */
+
+static int temp_log(void)
+{
+    char path[] = "/tmp/lfgc-log-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    return fd;
+}
+
+static void read_log(int fd, char *buf, size_t size)
+{
+    ssize_t n = pread(fd, buf, size - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+}
+
+static void *dump_locked(void *name)
+{
+    GC_dump_named(name);
+    return NULL;
+}
+
+/* bdwgc's GC_dump_named takes no lock: a program holding it may dump
+ * (lfgc's took it again, and waited for ever). */
+Test(bdwgc_api, dump_named_with_the_lock_held, .timeout = 30)
+{
+    GC_INIT();
+    GC_MALLOC(100);
+    int fd = temp_log();
+    GC_set_log_fd(fd);
+    GC_call_with_alloc_lock(dump_locked, "under the lock");
+    GC_dump_named(NULL);
+    GC_set_log_fd(2);
+    char buf[16384];
+    read_log(fd, buf, sizeof buf);
+    cr_assert(strstr(buf, "***GC Dump under the lock"), "%s", buf);
+    char expect[64];
+    snprintf(expect, sizeof expect, "***GC Dump collection #%lu", (unsigned long)GC_get_gc_no());
+    cr_assert(strstr(buf, expect), "GC_dump_named(NULL) does not name the collection: %s", buf);
+    close(fd);
+}
+
+/* GC_dump_regions lists the region of an object in use, and its span. */
+Test(bdwgc_api, dump_regions_lists_spans)
+{
+    GC_INIT();
+    char *p = GC_MALLOC_ATOMIC(3000);
+    cr_assert_not_null(p);
+    int fd = temp_log();
+    GC_set_log_fd(fd);
+    GC_dump_regions();
+    GC_set_log_fd(2);
+    char buf[65536];
+    read_log(fd, buf, sizeof buf);
+    char expect[128];
+    snprintf(expect, sizeof expect, "(%zu-byte objects) [", GC_size(p));
+    cr_assert(strstr(buf, expect), "no line for the region of %zu-byte objects: %s",
+              GC_size(p), buf);
+    cr_assert(strstr(buf, "in use, kind 0") || strstr(buf, "in use, unswept, kind 0"),
+              "no span of pointer-free objects listed: %s", buf);
+    close(fd);
+}
+
+/* GC_PRINT_STATS lines go to the log descriptor, as in bdwgc. */
+Test(bdwgc_api, print_stats_go_to_the_log_fd)
+{
+    cr_assert(!GC_is_init_called());
+    setenv("GC_PRINT_STATS", "1", 1);
+    GC_INIT();
+    int fd = temp_log();
+    GC_set_log_fd(fd);
+    GC_gcollect();
+    GC_set_log_fd(2);
+    char buf[4096];
+    read_log(fd, buf, sizeof buf);
+    cr_assert(strstr(buf, "lfgc: collection"), "the statistics line is not in the log: '%s'", buf);
+    close(fd);
+}
+
+#define ENUM_LIST 200
+#define ENUM_MAX 100000
+static struct node *volatile enum_root;
+static GC_hidden_pointer enum_seen[ENUM_MAX];
+static size_t enum_bytes[ENUM_MAX];
+static size_t enum_count;
+
+static void enum_note(void *obj, size_t bytes, void *cd)
+{
+    cr_assert_eq(cd, (void *)&enum_count);
+    if (enum_count < ENUM_MAX) {
+        enum_seen[enum_count] = GC_HIDE_POINTER(obj);
+        enum_bytes[enum_count] = bytes;
+    }
+    enum_count++;
+}
+
+static void *enum_locked(void *unused)
+{
+    (void)unused;
+    GC_enumerate_reachable_objects_inner(enum_note, &enum_count);
+    return NULL;
+}
+
+/* Index in enum_seen of hidden h, or -1. */
+static long enum_find(GC_hidden_pointer h)
+{
+    for (size_t i = 0; i < enum_count && i < ENUM_MAX; i++)
+        if (enum_seen[i] == h)
+            return (long)i;
+    return -1;
+}
+
+static TU_NOINLINE void enum_build(GC_hidden_pointer *nodes, GC_hidden_pointer *garbage)
+{
+    struct node *head = NULL;
+    for (int i = 0; i < ENUM_LIST; i++) {
+        struct node *n = GC_NEW(struct node);
+        cr_assert_not_null(n);
+        n->next = head;
+        n->value = (uint64_t)i;
+        head = n;
+        nodes[i] = tu_hide(n);
+        garbage[i] = tu_hide(GC_MALLOC(48));
+    }
+    enum_root = head;
+}
+
+Test(bdwgc_api, enumerate_reachable_objects)
+{
+    tu_warm_up();
+    static GC_hidden_pointer nodes[ENUM_LIST], garbage[ENUM_LIST];
+    GC_disable();
+    enum_build(nodes, garbage);
+    GC_enable();
+    tu_collect();
+    GC_call_with_alloc_lock(enum_locked, NULL);
+    cr_assert_lt(enum_count, (size_t)ENUM_MAX);
+    for (int i = 0; i < ENUM_LIST; i++) {
+        long at = enum_find(nodes[i]);
+        cr_assert_geq(at, 0, "reachable node %d not enumerated", i);
+        cr_assert_eq(enum_bytes[at], GC_size(GC_REVEAL_POINTER(nodes[i])));
+        cr_assert_lt(enum_find(garbage[i]), 0, "garbage object %d enumerated", i);
+    }
+    cr_assert_eq(list_sum(tu_hide(enum_root)), list_sum(nodes[ENUM_LIST - 1]));
+    enum_root = NULL;
+}
+
+static TU_NOINLINE void garbage_fill(size_t bytes)
+{
+    for (size_t done = 0; done < bytes; done += 4096)
+        GC_MALLOC_ATOMIC(4096);
+}
+
+/* Automatic collection off: allocation grows the heap, GC_gcollect
+ * still collects; back on, allocation collects again. */
+Test(bdwgc_api, disable_automatic_collection_leaves_explicit_ones)
+{
+    GC_INIT();
+    GC_set_disable_automatic_collection(1);
+    GC_word before = GC_get_gc_no();
+    garbage_fill(64u << 20);
+    cr_assert_eq(GC_get_gc_no(), before, "allocation collected with automatic collection off");
+    cr_assert_geq(GC_get_heap_size(), (size_t)60 << 20);
+    GC_gcollect();
+    cr_assert_eq(GC_get_gc_no(), before + 1, "GC_gcollect did not collect");
+    cr_assert_eq(GC_collect_a_little(), 0);
+    cr_assert_eq(GC_get_gc_no(), before + 1);
+    GC_set_disable_automatic_collection(0);
+    garbage_fill(256u << 20);
+    cr_assert_gt(GC_get_gc_no(), before + 1, "automatic collection did not come back");
 }
