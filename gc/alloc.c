@@ -15,11 +15,11 @@
 
 #include "internal.h"
 
-uint64_t lf_free_canary;
-struct thread_cache lf_empty_cache;
+LF_UNSCANNED uint64_t lf_free_canary;
+LF_UNSCANNED struct thread_cache lf_empty_cache;
 __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
-uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
-size_t lf_extra_bytes = 1;
+LF_UNSCANNED uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
+LF_UNSCANNED size_t lf_extra_bytes = 1;
 
 void lf_alloc_init(void)
 {
@@ -248,7 +248,7 @@ void lf_release_idle_spans(bool all)
  * every time. */
 static void pools_make_room(uint64_t bytes)
 {
-    static unsigned next_region;
+    static LF_UNSCANNED unsigned next_region;
     uint64_t freed = 0;
     for (unsigned i = 0; i < NUM_CLASSES && freed < bytes; i++) {
         struct region *r = &lf_regions[(next_region + i) % NUM_CLASSES];
@@ -444,7 +444,7 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
  * thread raises a flag of its own (Dekker's handshake: both sides store,
  * fence, then load the other's flag), so that refills of different
  * threads share no written cache line. */
-volatile AO_t lf_gc_pending;
+LF_UNSCANNED volatile AO_t lf_gc_pending;
 
 void lf_sweepers_hold(void)
 {
@@ -514,7 +514,7 @@ static size_t batch_slots(const struct region *r)
 /* Kinds other than the fast paths' get their lists on first use, so that
  * a runtime's kinds never take the lock per object.  Lists of threads
  * that left are kept for the next thread (lock held). */
-static struct kind_cache *spare_kind_caches;
+static LF_UNSCANNED struct kind_cache *spare_kind_caches;
 
 static __attribute__((noinline)) struct kind_cache *
 kind_cache_make(struct thread_cache *tc, unsigned kind)

@@ -13,17 +13,17 @@ static void *default_oom_fn(size_t bytes)
     return NULL;
 }
 
-LFGC_EXPORT GC_word GC_gc_no;
-LFGC_EXPORT int GC_all_interior_pointers = 1;
-LFGC_EXPORT int GC_no_dls;
-LFGC_EXPORT int GC_dont_gc;
-LFGC_EXPORT GC_word GC_free_space_divisor = 3;
-LFGC_EXPORT GC_word GC_max_retries;
-LFGC_EXPORT int GC_dont_expand;
-LFGC_EXPORT int GC_dont_precollect;
-LFGC_EXPORT int GC_java_finalization = 1;
-LFGC_EXPORT int GC_finalize_on_demand;
-LFGC_EXPORT int GC_find_leak;
+LFGC_EXPORT LF_UNSCANNED GC_word GC_gc_no;
+LFGC_EXPORT LF_UNSCANNED int GC_all_interior_pointers = 1;
+LFGC_EXPORT LF_UNSCANNED int GC_no_dls;
+LFGC_EXPORT LF_UNSCANNED int GC_dont_gc;
+LFGC_EXPORT LF_UNSCANNED GC_word GC_free_space_divisor = 3;
+LFGC_EXPORT LF_UNSCANNED GC_word GC_max_retries;
+LFGC_EXPORT LF_UNSCANNED int GC_dont_expand;
+LFGC_EXPORT LF_UNSCANNED int GC_dont_precollect;
+LFGC_EXPORT LF_UNSCANNED int GC_java_finalization = 1;
+LFGC_EXPORT LF_UNSCANNED int GC_finalize_on_demand;
+LFGC_EXPORT LF_UNSCANNED int GC_find_leak;
 LFGC_EXPORT int GC_get_find_leak(void) { return GC_find_leak; }
 /* Leak-finding mode is not implemented: the flag is kept, and says so. */
 LFGC_EXPORT void GC_set_find_leak(int v)
@@ -33,18 +33,18 @@ LFGC_EXPORT void GC_set_find_leak(int v)
              "collecting normally\n", (uintptr_t)v);
     GC_find_leak = v;
 }
-LFGC_EXPORT int GC_full_freq = 19;
-LFGC_EXPORT int GC_use_entire_heap;
-LFGC_EXPORT int GC_quiet;
-LFGC_EXPORT unsigned long GC_time_limit;
-LFGC_EXPORT GC_word GC_non_gc_bytes;
+LFGC_EXPORT LF_UNSCANNED int GC_full_freq = 19;
+LFGC_EXPORT LF_UNSCANNED int GC_use_entire_heap;
+LFGC_EXPORT LF_UNSCANNED int GC_quiet;
+LFGC_EXPORT LF_UNSCANNED unsigned long GC_time_limit;
+LFGC_EXPORT LF_UNSCANNED GC_word GC_non_gc_bytes;
 /* Bounds that are no heap address themselves, as bdwgc's are not (a word
  * below the heap, one past its end): a program scans its copy of them. */
-LFGC_EXPORT void *GC_least_plausible_heap_addr = (void *)(LOWFAT_HEAP_START - sizeof(void *));
-LFGC_EXPORT void *GC_greatest_plausible_heap_addr = (void *)LOWFAT_HEAP_END;
-LFGC_EXPORT GC_oom_func GC_oom_fn = default_oom_fn;
+LFGC_EXPORT LF_UNSCANNED void *GC_least_plausible_heap_addr = (void *)(LOWFAT_HEAP_START - sizeof(void *));
+LFGC_EXPORT LF_UNSCANNED void *GC_greatest_plausible_heap_addr = (void *)LOWFAT_HEAP_END;
+LFGC_EXPORT LF_UNSCANNED GC_oom_func GC_oom_fn = default_oom_fn;
 
-static GC_warn_proc warn_proc = GC_default_warn_proc;
+static LF_UNSCANNED GC_warn_proc warn_proc = GC_default_warn_proc;
 
 LFGC_EXPORT void GC_init(void)
 {
@@ -154,8 +154,8 @@ LFGC_EXPORT int GC_is_disabled(void)
     return GC_dont_gc != 0;
 }
 
-static GC_stop_func default_stop_func;
-static int force_unmap;
+static LF_UNSCANNED GC_stop_func default_stop_func;
+static LF_UNSCANNED int force_unmap;
 
 LFGC_EXPORT void GC_set_stop_func(GC_stop_func fn) { default_stop_func = fn; }
 LFGC_EXPORT GC_stop_func GC_get_stop_func(void) { return default_stop_func; }
@@ -238,8 +238,8 @@ LFGC_EXPORT int GC_get_all_interior_pointers(void)
     return GC_all_interior_pointers;
 }
 
-bool lf_base_only;
-uint8_t lf_valid_displacements[LF_MAX_DISPLACEMENT] = { [0] = 1 };
+LF_UNSCANNED bool lf_base_only;
+LF_UNSCANNED uint8_t lf_valid_displacements[LF_MAX_DISPLACEMENT] = { [0] = 1 };
 
 /* bdwgc keeps a table of valid offsets as large as its block and aborts
  * past it; so does lfgc, whose table the marker reads only while interior
@@ -309,9 +309,9 @@ LFGC_EXPORT GC_warn_proc GC_get_warn_proc(void)
  * after the world restarts, by the thread that stopped it.  The queue is
  * touched only by that thread, with the lock held. */
 #define DEFERRED_MAX 16
-static struct { const char *fmt; uintptr_t arg; } deferred[DEFERRED_MAX];
-static unsigned deferred_count;
-static uint64_t deferred_dropped;
+static LF_UNSCANNED struct { const char *fmt; uintptr_t arg; } deferred[DEFERRED_MAX];
+static LF_UNSCANNED unsigned deferred_count;
+static LF_UNSCANNED uint64_t deferred_dropped;
 
 static size_t put_str(char *buf, size_t at, size_t size, const char *s)
 {

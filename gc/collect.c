@@ -15,16 +15,16 @@
 #include "internal.h"
 
 LF_UNSCANNED struct gc_heap_stats lf_hs;
-bool lf_print_stats;
-bool lf_gc_initialized;
-bool lf_heap_initialized;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static bool collecting;
+LF_UNSCANNED bool lf_print_stats;
+LF_UNSCANNED bool lf_gc_initialized;
+LF_UNSCANNED bool lf_heap_initialized;
+static LF_UNSCANNED pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static LF_UNSCANNED bool collecting;
 
 /* Internal callbacks run at a hook point, in the order registered. */
 #define HOOKS_MAX 8
-static lf_hook_fn hooks[LF_HOOK_POINTS][HOOKS_MAX];
-static unsigned hook_count[LF_HOOK_POINTS];
+static LF_UNSCANNED lf_hook_fn hooks[LF_HOOK_POINTS][HOOKS_MAX];
+static LF_UNSCANNED unsigned hook_count[LF_HOOK_POINTS];
 
 uint64_t lf_now_ns(void)
 {
@@ -102,7 +102,7 @@ static void init_once_fn(void)
  * constructor and the first allocation: code that runs before the
  * constructor (the program's preinit functions, the constructors of
  * libraries initialised earlier, the dynamic linker) may allocate. */
-static pthread_once_t layout_once = PTHREAD_ONCE_INIT;
+static LF_UNSCANNED pthread_once_t layout_once = PTHREAD_ONCE_INIT;
 
 static void layout_once_fn(void)
 {
@@ -110,7 +110,7 @@ static void layout_once_fn(void)
     lf_roots_init();
 }
 
-static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
+static LF_UNSCANNED pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 
 void lf_ensure_heap(void)
 {

@@ -163,10 +163,10 @@ LFGC_EXPORT void GC_debug_register_finalizer_unreachable(void *obj, GC_finalizat
 /* Settings stored for bdwgc's policy.  Plain loads and stores: bdwgc
  * does not synchronise them either.                                    */
 
-static int max_prior_attempts = 1;
-static size_t min_bytes_allocd = 1;
-static int rate = 10;
-static unsigned long time_limit_nsec;
+static LF_UNSCANNED int max_prior_attempts = 1;
+static LF_UNSCANNED size_t min_bytes_allocd = 1;
+static LF_UNSCANNED int rate = 10;
+static LF_UNSCANNED unsigned long time_limit_nsec;
 
 LFGC_EXPORT void GC_set_max_prior_attempts(int v) { max_prior_attempts = v; }
 LFGC_EXPORT int GC_get_max_prior_attempts(void) { return max_prior_attempts; }
@@ -184,7 +184,7 @@ LFGC_EXPORT GC_word GC_get_non_gc_bytes(void) { return GC_non_gc_bytes; }
 /* Only explicit collections (GC_gcollect, GC_try_to_collect, ...) and
  * those of a heap that cannot grow (its limit reached) run; the policy
  * (policy.c) grows the heap instead of collecting. */
-bool lf_auto_collect_off;
+LF_UNSCANNED bool lf_auto_collect_off;
 
 LFGC_EXPORT void GC_set_disable_automatic_collection(int v)
 {
@@ -312,7 +312,7 @@ LFGC_EXPORT size_t GC_get_prof_stats_unsafe(struct GC_prof_stats_s *out, size_t 
 /* ------------------------------------------------------------------ */
 /* Heap growth callback                                                 */
 
-LFGC_EXPORT GC_on_heap_resize_proc GC_on_heap_resize;
+LFGC_EXPORT LF_UNSCANNED GC_on_heap_resize_proc GC_on_heap_resize;
 
 LFGC_EXPORT void GC_set_on_heap_resize(GC_on_heap_resize_proc fn)
 {
@@ -347,7 +347,7 @@ static void default_abort_func(const char *msg)
     }
 }
 
-static GC_abort_func abort_func = default_abort_func;
+static LF_UNSCANNED GC_abort_func abort_func = default_abort_func;
 
 LFGC_EXPORT void GC_set_abort_func(GC_abort_func fn)
 {
@@ -379,7 +379,7 @@ LFGC_EXPORT void GC_abort_on_oom(void)
     lf_abort("Insufficient memory for the allocation");
 }
 
-int lf_log_fd = 2;
+LF_UNSCANNED int lf_log_fd = 2;
 
 LFGC_EXPORT void GC_set_log_fd(int fd)
 {
@@ -427,10 +427,10 @@ static void default_is_visible_print_proc(void *p)
     lf_abort("GC_is_visible test failed");
 }
 
-LFGC_EXPORT void (*GC_same_obj_print_proc)(void *, void *) = default_same_obj_print_proc;
-LFGC_EXPORT void (*GC_is_valid_displacement_print_proc)(void *) =
+LFGC_EXPORT LF_UNSCANNED void (*GC_same_obj_print_proc)(void *, void *) = default_same_obj_print_proc;
+LFGC_EXPORT LF_UNSCANNED void (*GC_is_valid_displacement_print_proc)(void *) =
     default_is_valid_displacement_print_proc;
-LFGC_EXPORT void (*GC_is_visible_print_proc)(void *) = default_is_visible_print_proc;
+LFGC_EXPORT LF_UNSCANNED void (*GC_is_visible_print_proc)(void *) = default_is_visible_print_proc;
 
 /* The object holding p in use: its base, or NULL (outside the heap, or a
  * free slot). */

@@ -53,11 +53,11 @@ struct scan_arg {                   /* struct pm_scan_arg */
 
 #define PAGEMAP_SCAN_IOCTL _IOWR('f', 16, struct scan_arg)
 
-static bool wanted;                 /* generational collections allowed   */
-static int uffd = -1;
-static bool tracking;               /* regions registered, protections valid */
-static bool scanned_once;           /* a collection has set protections     */
-static pid_t owner_pid;             /* the process the descriptors are for  */
+static LF_UNSCANNED bool wanted;                 /* generational collections allowed   */
+static LF_UNSCANNED int uffd = -1;
+static LF_UNSCANNED bool tracking;               /* regions registered, protections valid */
+static LF_UNSCANNED bool scanned_once;           /* a collection has set protections     */
+static LF_UNSCANNED pid_t owner_pid;             /* the process the descriptors are for  */
 
 /* Forget the userfaultfd, closing it only if the number still names one
  * (the program may have closed ours, and the number may be reused):
@@ -184,9 +184,9 @@ static void span_pages(const struct region *r, uint64_t j, uint64_t *lo, uint64_
  * of a small heap.  Its identity is kept, so that a descriptor the program
  * closed (and whose number may now be another file's) is never used or
  * closed as ours. */
-static int pagemap = -1;
-static dev_t pagemap_dev;
-static ino_t pagemap_ino;
+static LF_UNSCANNED int pagemap = -1;
+static LF_UNSCANNED dev_t pagemap_dev;
+static LF_UNSCANNED ino_t pagemap_ino;
 
 static bool pagemap_is_ours(void)
 {
@@ -352,7 +352,7 @@ static void each_old_object(struct region *r, uint64_t lo, uint64_t hi,
     }
 }
 
-static uint64_t old_bytes_queued;       /* by this dirty_mark_old */
+static LF_UNSCANNED uint64_t old_bytes_queued;       /* by this dirty_mark_old */
 
 static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
 {
@@ -539,7 +539,7 @@ void lf_dirty_after_fork(void)
  * it, and lf_dirty_protect protects it again (the kernel's protection,
  * which the pinned write left in place, is simply set once more). */
 
-static int manual_vdb_allowed;
+static LF_UNSCANNED int manual_vdb_allowed;
 
 /* The chunk record that holds the page bits of addr, or NULL when addr is
  * not in a region whose metadata exists.  Read without the lock: the

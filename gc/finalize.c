@@ -112,10 +112,10 @@ static LF_UNSCANNED struct {
 
 /* Set while the queue is not empty: the allocation slow path reads it
  * without the lock. */
-volatile AO_t lf_finalizers_due;
+LF_UNSCANNED volatile AO_t lf_finalizers_due;
 static __thread bool running_finalizers __attribute__((tls_model("initial-exec")));
 
-LFGC_EXPORT GC_finalizer_notifier_proc GC_finalizer_notifier;
+LFGC_EXPORT LF_UNSCANNED GC_finalizer_notifier_proc GC_finalizer_notifier;
 
 /* ------------------------------------------------------------------ */
 /* Tables                                                               */
@@ -533,7 +533,7 @@ void lf_finalize_before_stop(void)
 /* ------------------------------------------------------------------ */
 /* Disclaim procedures (gc_disclaim.h)                                  */
 
-uint8_t lf_disclaim_tracked[MAX_KINDS];
+LF_UNSCANNED uint8_t lf_disclaim_tracked[MAX_KINDS];
 
 /* Which slots of a disclaim kind hold objects: a slot that is neither
  * free (no canary) nor allocated may be one the lazy sweep has not handed
@@ -669,7 +669,7 @@ static int finalized_disclaim(void *obj)
     return 0;
 }
 
-static pthread_once_t finalized_once = PTHREAD_ONCE_INIT;
+static LF_UNSCANNED pthread_once_t finalized_once = PTHREAD_ONCE_INIT;
 
 static void make_finalized_kind(void)
 {

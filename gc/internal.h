@@ -35,11 +35,12 @@
 #pragma GCC visibility push(hidden)
 
 #define LFGC_EXPORT __attribute__((visibility("default")))
-/* lfgc's globals that hold heap addresses, or sizes that may equal one (a
- * region's start is its first slot: a heap limit of 16 TiB + 32 GiB is
- * the first 32-byte slot), are defined in this section, which the root scan leaves
- * out (roots.c).  In a static link the library's data are the program's,
- * and the scan cannot tell them apart otherwise. */
+/* Every variable of lfgc is defined in this section, which the root scan
+ * leaves out (roots.c): many hold heap addresses, or sizes that may equal
+ * one (a region's start is its first slot: a heap limit of 16 TiB + 32 GiB
+ * is the first 32-byte slot).  In a static link the library's data are
+ * the program's, and the scan cannot tell them apart otherwise.
+ * tests/symbols.sh fails for a variable defined without it. */
 #define LF_UNSCANNED __attribute__((section("lf_unscanned")))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)

@@ -20,7 +20,7 @@
  * are made (never scanned). */
 LF_UNSCANNED struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
 
-struct kind lf_kinds[MAX_KINDS] = {
+LF_UNSCANNED struct kind lf_kinds[MAX_KINDS] = {
     [KIND_PTRFREE]        = { .in_use = 1, .ptrfree = 1, .scan = SCAN_NONE,
                               .ck = lf_predefined_ck[KIND_PTRFREE] },
     [KIND_NORMAL]         = { .in_use = 1, .clear = 1, .scan = SCAN_CONSERVATIVE,
@@ -32,11 +32,11 @@ struct kind lf_kinds[MAX_KINDS] = {
                               .scan = SCAN_NONE,
                               .ck = lf_predefined_ck[KIND_AUNCOLLECTABLE] },
 };
-uint8_t lf_kind_mark[MAX_KINDS + 1] = {
+LF_UNSCANNED uint8_t lf_kind_mark[MAX_KINDS + 1] = {
     [1 + KIND_PTRFREE] = MARK_NO_SCAN,
     [1 + KIND_AUNCOLLECTABLE] = MARK_NO_SCAN,
 };
-static unsigned num_kinds = NUM_PREDEFINED_KINDS;     /* lock held to change */
+static LF_UNSCANNED unsigned num_kinds = NUM_PREDEFINED_KINDS;     /* lock held to change */
 
 unsigned lf_kinds_made(void)
 {

@@ -54,13 +54,13 @@ LFGC_EXPORT const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE] = {
 };
 #pragma GCC diagnostic pop
 
-LFGC_EXPORT uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
+LFGC_EXPORT LF_UNSCANNED uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
 /* What programs built with this layout's lowfat.h refer to (see there). */
 LFGC_EXPORT const char LOWFAT_LAYOUT_ID(LOWFAT_REGION_SHIFT, LOWFAT_FIRST_REGION);
 
 LF_UNSCANNED struct region lf_regions[NUM_CLASSES];
-uint8_t *lf_chunk_map;
-bool lf_layout_ok;
+LF_UNSCANNED uint8_t *lf_chunk_map;
+LF_UNSCANNED bool lf_layout_ok;
 
 _Static_assert(LOWFAT_FIRST_REGION >= 1, "region 0 is non-fat");
 _Static_assert(LOWFAT_FIRST_REGION + NUM_CLASSES <= LOWFAT_TABLE_SIZE,

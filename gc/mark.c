@@ -77,23 +77,23 @@ struct packet {
     uintptr_t w[PACKET_WORDS];
 };
 
-static struct marker markers[MAX_MARKERS];
-static unsigned num_markers = 1;        /* configured                    */
-static unsigned helpers_started;        /* helper threads running         */
-static size_t stack_limit;              /* words a stack may grow to      */
-static volatile AO_t overflowed;
+static LF_UNSCANNED struct marker markers[MAX_MARKERS];
+static LF_UNSCANNED unsigned num_markers = 1;        /* configured                    */
+static LF_UNSCANNED unsigned helpers_started;        /* helper threads running         */
+static LF_UNSCANNED size_t stack_limit;              /* words a stack may grow to      */
+static LF_UNSCANNED volatile AO_t overflowed;
 
-static pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
-static struct packet *work_list;        /* shared work                     */
-static struct packet *spare_packets;
-static volatile AO_t idle_markers;      /* joined markers waiting for work  */
-static volatile AO_t sleeping_helpers;  /* helpers outside any cycle         */
-static unsigned active_markers;         /* markers taking part this cycle   */
-static unsigned helpers_busy;           /* helpers that joined this cycle   */
-static bool cycle_open;                 /* a mark is in progress            */
-static volatile AO_t work_done;
+static LF_UNSCANNED pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
+static LF_UNSCANNED pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
+static LF_UNSCANNED pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
+static LF_UNSCANNED struct packet *work_list;        /* shared work                     */
+static LF_UNSCANNED struct packet *spare_packets;
+static LF_UNSCANNED volatile AO_t idle_markers;      /* joined markers waiting for work  */
+static LF_UNSCANNED volatile AO_t sleeping_helpers;  /* helpers outside any cycle         */
+static LF_UNSCANNED unsigned active_markers;         /* markers taking part this cycle   */
+static LF_UNSCANNED unsigned helpers_busy;           /* helpers that joined this cycle   */
+static LF_UNSCANNED bool cycle_open;                 /* a mark is in progress            */
+static LF_UNSCANNED volatile AO_t work_done;
 
 static void mark_recover_overflow(void);
 
@@ -396,10 +396,10 @@ static bool drain_serial_budget(struct marker *m, int64_t *budget)
     return drain_impl(m, false, budget, false);
 }
 
-static bool parallel_now;               /* this cycle uses several markers */
-static bool recovering;                 /* overflow recovery: marker 0 alone */
-static bool serial_only;                /* finalization: marker 0 alone      */
-static int64_t serial_budget;           /* bytes marker 0 scans before helpers join */
+static LF_UNSCANNED bool parallel_now;               /* this cycle uses several markers */
+static LF_UNSCANNED bool recovering;                 /* overflow recovery: marker 0 alone */
+static LF_UNSCANNED bool serial_only;                /* finalization: marker 0 alone      */
+static LF_UNSCANNED int64_t serial_budget;           /* bytes marker 0 scans before helpers join */
 
 static void go_parallel(void);
 
@@ -521,7 +521,7 @@ static void start_helpers(void)
 /* ------------------------------------------------------------------ */
 /* Phases, called by the collector with the world stopped              */
 
-static unsigned requested_markers;      /* GC_set_markers_count, 0: unset */
+static LF_UNSCANNED unsigned requested_markers;      /* GC_set_markers_count, 0: unset */
 
 void lf_mark_set_markers(unsigned n)
 {

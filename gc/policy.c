@@ -72,7 +72,7 @@
 #define MAX_FULL_STREAK 64
 
 /* What the policy remembers between collections. */
-static struct policy {
+static LF_UNSCANNED struct policy {
     unsigned minors_since_full;
     uint64_t full_ptrful, full_ptrfree;  /* marked by the last full one  */
     uint64_t full_old;                   /* of which old (not aging)     */

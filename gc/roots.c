@@ -30,14 +30,14 @@ struct range_set {
     size_t n, cap;
 };
 
-static struct range_set user_roots;
-static struct range_set excluded;       /* kept sorted by lo */
+static LF_UNSCANNED struct range_set user_roots;
+static LF_UNSCANNED struct range_set excluded;       /* kept sorted by lo */
 /* The first entries of `excluded` at start-up are lfgc's own, which
  * GC_clear_exclusion_table keeps. */
-static struct range own_excluded[2];
+static LF_UNSCANNED struct range own_excluded[2];
 /* GC_register_has_static_roots_callback's filter, or NULL. */
-static GC_has_static_roots_func static_roots_filter;
-static size_t last_roots_bytes;
+static LF_UNSCANNED GC_has_static_roots_func static_roots_filter;
+static LF_UNSCANNED size_t last_roots_bytes;
 
 static bool range_set_reserve(struct range_set *s)
 {
@@ -111,8 +111,8 @@ static void mark_root_range(uintptr_t lo, uintptr_t hi)
 
 /* The writable segments of the loaded objects, gathered with
  * dl_iterate_phdr before the world is stopped (lf_roots_prepare). */
-static struct range_set segments;
-static bool segments_ready;
+static LF_UNSCANNED struct range_set segments;
+static LF_UNSCANNED bool segments_ready;
 
 static void segment_add(uintptr_t lo, uintptr_t hi)
 {
@@ -193,9 +193,9 @@ static void gather_segments(void)
  * dl_iterate_phdr wait meanwhile (a stopped one, waiting, holds
  * nothing); the collecting thread itself may still use them. */
 #define HOLD_STACK_SIZE ((size_t)64 << 10)
-static void *hold_stack;
-static ucontext_t hold_ctx, collector_ctx;
-static bool holding;
+static LF_UNSCANNED void *hold_stack;
+static LF_UNSCANNED ucontext_t hold_ctx, collector_ctx;
+static LF_UNSCANNED bool holding;
 
 static int hold_callback(struct dl_phdr_info *info, size_t size, void *data)
 {

@@ -7,11 +7,11 @@
 
 #define PAUSE_RING 4096
 
-static uint64_t pauses[PAUSE_RING];
-static uint64_t pause_count;
-static uint64_t max_pause, total_pause, last_pause;
-static GC_on_collection_event_proc on_event;
-static GC_start_callback_proc on_start;
+static LF_UNSCANNED uint64_t pauses[PAUSE_RING];
+static LF_UNSCANNED uint64_t pause_count;
+static LF_UNSCANNED uint64_t max_pause, total_pause, last_pause;
+static LF_UNSCANNED GC_on_collection_event_proc on_event;
+static LF_UNSCANNED GC_start_callback_proc on_start;
 
 void lf_stats_record_pause(uint64_t ns)
 {

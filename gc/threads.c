@@ -33,7 +33,7 @@
 
 #include "internal.h"
 
-pthread_mutex_t lf_gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+LF_UNSCANNED pthread_mutex_t lf_gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 
 enum thread_state { T_RUNNING, T_BLOCKING, T_FINISHED };
 
@@ -64,11 +64,11 @@ struct thread_rec {
     uint8_t parked;                 /* in the suspend handler for it      */
 };
 
-static struct thread_rec *threads;          /* registered, lock held      */
+static LF_UNSCANNED struct thread_rec *threads;          /* registered, lock held      */
 
-static struct thread_rec *spare_recs;
-static uint64_t rec_serial;                 /* lock held */
-static pthread_key_t exit_key;
+static LF_UNSCANNED struct thread_rec *spare_recs;
+static LF_UNSCANNED uint64_t rec_serial;                 /* lock held */
+static LF_UNSCANNED pthread_key_t exit_key;
 static __thread struct thread_rec *tl_self __attribute__((tls_model("initial-exec")));
 
 /* A thread waiting for the lock changes its own state without it. */
@@ -79,17 +79,17 @@ static inline uint8_t state_of(struct thread_rec *t)
 
 extern void *__libc_stack_end;
 
-static int sig_suspend = SIGPWR;
-static int sig_restart = SIGXCPU;
-static sem_t ack_sem;
-static volatile AO_t acks;              /* threads stopped this time      */
+static LF_UNSCANNED int sig_suspend = SIGPWR;
+static LF_UNSCANNED int sig_restart = SIGXCPU;
+static LF_UNSCANNED sem_t ack_sem;
+static LF_UNSCANNED volatile AO_t acks;              /* threads stopped this time      */
 /* pause instructions the collector spins on the answers (about 0.1 ms). */
 #define ACK_SPINS 4000
-static volatile AO_t world_epoch;
-static bool allow_register;
-static GC_on_thread_event_proc on_thread_event;    /* lock held to change */
-static int handle_fork = 1;     /* -1: the program calls GC_atfork_*     */
-static size_t last_stacks_bytes;
+static LF_UNSCANNED volatile AO_t world_epoch;
+static LF_UNSCANNED bool allow_register;
+static LF_UNSCANNED GC_on_thread_event_proc on_thread_event;    /* lock held to change */
+static LF_UNSCANNED int handle_fork = 1;     /* -1: the program calls GC_atfork_*     */
+static LF_UNSCANNED size_t last_stacks_bytes;
 
 /* ------------------------------------------------------------------ */
 /* Records                                                             */
@@ -220,7 +220,7 @@ static __thread bool tl_registering __attribute__((tls_model("initial-exec")));
  * 32 live in the thread's own control block, and setting one allocates
  * nothing (a higher key's value lives in a block glibc callocs in each
  * thread). */
-static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static LF_UNSCANNED pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static void exit_destructor(void *arg);
 
 static void exit_key_create(void)
@@ -444,7 +444,7 @@ bool lf_world_stopped_by_self(void)
 /* An unregistered collecting thread's stack base, found before the world
  * stops: glibc's pthread_getattr_np calls malloc, whose lock a stopped
  * thread may hold. */
-static uintptr_t unregistered_bottom;
+static LF_UNSCANNED uintptr_t unregistered_bottom;
 
 void lf_stop_world(void)
 {
@@ -743,7 +743,7 @@ void *lf_entered_body(lf_entry_fn *fn, uintptr_t a, uintptr_t b, uintptr_t c, ui
  * entry is recorded above it (a value left by a longjmp out of an entry
  * lies below the live frames; with every collection entered, none can lie
  * above the innermost live entry). */
-static uintptr_t own_scan_start;
+static LF_UNSCANNED uintptr_t own_scan_start;
 
 void lf_stacks_set_scan_start(const void *sp)
 {
@@ -866,7 +866,7 @@ LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
         return GC_DUPLICATE;
     /* As in bdwgc, a program that created a thread with GC_pthread_create
      * may register others; otherwise say so, once. */
-    static volatile AO_t warned;
+    static LF_UNSCANNED volatile AO_t warned;
     if (!allow_register && AO_compare_and_swap_full(&warned, 0, 1))
         lf_warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
              "(thread %p); registering anyway (said once)\n", (uintptr_t)pthread_self());
@@ -1068,8 +1068,8 @@ LFGC_EXPORT int GC_get_parallel(void)
     return (int)lf_mark_markers() - 1;
 }
 
-LFGC_EXPORT int GC_parallel;
-LFGC_EXPORT char *GC_stackbottom;
+LFGC_EXPORT LF_UNSCANNED int GC_parallel;
+LFGC_EXPORT LF_UNSCANNED char *GC_stackbottom;
 
 LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,
                                       void *altstack_base, GC_word altstack_size)
@@ -1088,7 +1088,7 @@ LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,
 
 /* The world stays stopped, and the lock held, until the matching start:
  * the caller must not allocate in between. */
-static int external_stop_cancel;        /* lock held to use */
+static LF_UNSCANNED int external_stop_cancel;        /* lock held to use */
 
 LFGC_EXPORT void GC_stop_world_external(void)
 {

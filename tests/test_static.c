@@ -185,19 +185,36 @@ static TU_NOINLINE int first_at(GC_hidden_pointer h, unsigned c)
     return (uintptr_t)GC_REVEAL_POINTER(h) == r->q0 * r->size;
 }
 
-/* Set the heap limit to the address of the first slot of a class whose
- * region starts with a slot that no other shared object's data points
- * to; returns the class, 0 if none. */
-static TU_NOINLINE unsigned limit_at_first_slot(unsigned last)
+/* The first class from `from` to `last` whose region starts with a slot
+ * that no other shared object's data points to; 0 if none. */
+static TU_NOINLINE unsigned first_slot_class(unsigned from, unsigned last)
 {
-    for (unsigned c = 1; c <= last; c++) {
+    for (unsigned c = from; c <= last; c++) {
         const struct region *r = &lf_regions[c];
-        if (r->q0 * r->size == r->start && !tu_foreign_refs(r->start, r->start + r->size)) {
-            GC_set_max_heap_size((size_t)r->start);
+        if (r->q0 * r->size == r->start && !tu_foreign_refs(r->start, r->start + r->size))
             return c;
-        }
     }
     return 0;
+}
+
+/* Settings that lfgc keeps in its own data, each set to the address of
+ * the first slot of a class (returned in cls[]); false if there are not
+ * enough classes.  (Done here, not in the test's frame, where the
+ * addresses would be roots.) */
+#define N_SETTINGS 3
+static TU_NOINLINE bool settings_at_first_slots(unsigned last, unsigned cls[N_SETTINGS])
+{
+    unsigned c = 0;
+    for (int i = 0; i < N_SETTINGS; i++) {
+        c = first_slot_class(c + 1, last);
+        if (!c)
+            return false;
+        cls[i] = c;
+    }
+    GC_set_max_heap_size((size_t)lf_regions[cls[0]].start);    /* lf_hs */
+    GC_set_min_bytes_allocd((size_t)lf_regions[cls[1]].start);  /* compat.c */
+    GC_set_non_gc_bytes((GC_word)lf_regions[cls[2]].start);     /* exported */
+    return true;
 }
 
 /* In a static link lfgc's own data are part of the program's: none of it
@@ -209,9 +226,11 @@ Test(static_link, first_objects_of_each_class_reclaimed)
 {
     GC_INIT();
     enum { LAST = 47 };                     /* classes up to 1 MiB */
-    /* A heap limit equal to the address of a region's first slot must not
-     * pin that slot (lfgc keeps the limit in its data). */
-    cr_assert_neq(limit_at_first_slot(LAST), 0, "no class for the heap-limit check");
+    /* Settings equal to the address of a region's first slot (a heap
+     * limit, a count) must not pin that slot: lfgc keeps them in its
+     * data. */
+    unsigned set_cls[N_SETTINGS];
+    cr_assert(settings_at_first_slots(LAST, set_cls), "too few classes for the settings' check");
     GC_hidden_pointer h[LAST + 1];
     bool first[LAST + 1];
     GC_disable();
@@ -245,6 +264,9 @@ Test(static_link, first_objects_of_each_class_reclaimed)
     }
     cr_assert_geq(checked, LAST / 2, "only %u classes with their first slot free of false "
                   "references", checked);
+    for (int i = 0; i < N_SETTINGS; i++)
+        cr_assert(first[set_cls[i]], "class %u's object is not its region's first slot: "
+                  "setting %d checks nothing", set_cls[i], i);
 }
 
 /* bdwgc's plausible-heap bounds are exported data, which a program's own
