@@ -95,6 +95,7 @@ static void heap_once_fn(void)
 static void init_once_fn(void)
 {
     lf_threads_collection_on();
+    lf_find_leak_init();
     lf_gc_initialized = true;
 }
 

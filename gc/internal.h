@@ -430,6 +430,9 @@ extern int lf_log_fd;
 void lf_heap_resized(uint64_t heap_bytes);
 void lf_log(const char *fmt, uintptr_t arg);
 void lf_messages_flush(void);
+/* GC_find_leak (and GC_FIND_LEAK) when collection turns on: lfgc has no
+ * leak-finding mode, which it says once (api.c). */
+void lf_find_leak_init(void);
 /* GC_set_disable_automatic_collection (compat.c): only explicit
  * collections and those of a heap that cannot grow. */
 extern bool lf_auto_collect_off;
@@ -511,6 +514,10 @@ void lf_roots_prepare(void);         /* before stopping the world: list the
 void lf_roots_release(void);         /* after restarting it                  */
 void lf_roots_mark(void);            /* data segments, user roots, stacks    */
 size_t lf_roots_size(void);          /* bytes of roots seen by the last scan */
+/* Address of a word of the data segments or added roots (exclusions left
+ * out) holding a value in [lo, hi), or 0: lock held, outside a
+ * collection (gc_backptr.h). */
+uintptr_t lf_roots_find(uintptr_t lo, uintptr_t hi);
 
 /* ------------------------------------------------------------------ */
 /* Threads (threads.c)                                                 */

@@ -251,6 +251,35 @@ void lf_roots_mark(void)
         mark_root_range(user_roots.r[i].lo, user_roots.r[i].hi);
 }
 
+/* The first word of [lo, hi) minus the excluded ranges that holds a value
+ * in [vlo, vhi); 0 if none. */
+static uintptr_t find_in_range(uintptr_t lo, uintptr_t hi, uintptr_t vlo, uintptr_t vhi)
+{
+    lo = (lo + 7) & ~(uintptr_t)7;
+    for (uintptr_t a = lo; a + 8 <= hi; a += 8) {
+        bool out = false;
+        for (size_t i = 0; i < excluded.n && !out; i++)
+            out = a >= excluded.r[i].lo && a < excluded.r[i].hi;
+        if (!out && *(const uintptr_t *)a - vlo < vhi - vlo)
+            return a;
+    }
+    return 0;
+}
+
+uintptr_t lf_roots_find(uintptr_t vlo, uintptr_t vhi)
+{
+    bool ready = segments_ready;
+    if (!ready)
+        gather_segments();
+    uintptr_t at = 0;
+    for (size_t i = 0; i < segments.n && !at; i++)
+        at = find_in_range(segments.r[i].lo, segments.r[i].hi, vlo, vhi);
+    for (size_t i = 0; i < user_roots.n && !at; i++)
+        at = find_in_range(user_roots.r[i].lo, user_roots.r[i].hi, vlo, vhi);
+    segments_ready = ready;
+    return at;
+}
+
 size_t lf_roots_size(void)
 {
     return last_roots_bytes;

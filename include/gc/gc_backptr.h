@@ -1,0 +1,2 @@
+/* gc/gc_backptr.h: where bdwgc's programs look for it. */
+#include "../gc_backptr.h"
