@@ -31,6 +31,8 @@ libs="$(cd "$top_builddir/.libs" && pwd)"
 wl="$top_srcdir/tests/runtimes"
 # guile-3.0 and ecl need calls lfgc does not export yet (see the report).
 RUNTIMES_PENDING="${RUNTIMES_PENDING-guile ecl}"
+# A hung runtime (a deadlock) fails instead of hanging make check.
+RB_TIMEOUT=${RB_TIMEOUT:-300}
 status=0
 passed=
 pending_report=
@@ -101,7 +103,7 @@ run_both() {
     while :; do
         rm -f "$work"/ld.*
         LFGC_SIDE=bdw LD_DEBUG=libs LD_DEBUG_OUTPUT="$work/ld" \
-            "$@" >"$work/$name.bdw.out" 2>"$work/$name.bdw.err" && break
+            timeout "$RB_TIMEOUT" "$@" >"$work/$name.bdw.out" 2>"$work/$name.bdw.err" && break
         rc=$?
         tries=$((tries - 1))
         if [ $tries -le 0 ]; then
@@ -113,7 +115,7 @@ run_both() {
     cat "$work"/ld.* >"$work/$name.bdw.ld" 2>/dev/null
     rm -f "$work"/ld.*
     if ! LFGC_SIDE=lf LFGC_RUN_LIBDIR="$libs" GC_PRINT_STATS=1 LD_DEBUG=libs LD_DEBUG_OUTPUT="$work/ld" \
-            sh "$top_srcdir/scripts/lfgc-run.in" "$@" >"$work/$name.lf.out" 2>"$work/$name.lf.err"; then
+            timeout "$RB_TIMEOUT" sh "$top_srcdir/scripts/lfgc-run.in" "$@" >"$work/$name.lf.out" 2>"$work/$name.lf.err"; then
         rb_fail "$name failed on lfgc (exit $?): $(grep -v '^lfgc: ' "$work/$name.lf.err" | tail -5)"
         return
     fi

@@ -5,6 +5,8 @@
 (use-modules (ice-9 threads) (ice-9 rdelim) (srfi srfi-1) (lfgc-mod))
 
 (define (say . xs) (for-each display xs) (newline))
+;; LFGC_RT_SCALE (bench/modes/runtimes.sh) multiplies the work.
+(define scale (string->number (or (getenv "LFGC_RT_SCALE") "1")))
 
 ;; Garbage that only a collection gets rid of, made out of the way of the
 ;; caller's stack so that conservative scanning does not see it.
@@ -19,37 +21,37 @@
 (define wv (make-weak-value-hash-table))
 (define (fill!)
   (for-each (lambda (k) (hashq-set! wk k (cadr k)) (hash-set! wv (cadr k) k)) kept)
-  (do ((i 0 (+ i 1))) ((= i 20000))
+  (do ((i 0 (+ i 1))) ((= i (* scale 20000)))
     (let ((k (list 'dropped i)))
       (hashq-set! wk k i)
       (hash-set! wv (+ 100000 i) (list 'value i)))))
 (fill!)
-(churn 20000)
+(churn (* scale 20000))
 (gc) (gc)
 (define (count-table t) (hash-fold (lambda (k v n) (+ n 1)) 0 t))
 (say "weak-key table keeps every live key: "
      (every (lambda (k) (eqv? (hashq-ref wk k) (cadr k))) kept))
 (say "weak-value table keeps every live value: "
      (every (lambda (k) (eq? (hash-ref wv (cadr k)) k)) kept))
-(say "weak-key table lost most dropped keys: " (< (count-table wk) 5000))
-(say "weak-value table lost most dropped values: " (< (count-table wv) 5000))
+(say "weak-key table lost most dropped keys: " (< (count-table wk) (* scale 5000)))
+(say "weak-value table lost most dropped values: " (< (count-table wv) (* scale 5000)))
 
 ;; 2. Guardians: dropped objects come back, live ones do not.
 (define g (make-guardian))
 (define live-guarded (map (lambda (i) (make-vector 8 i)) (iota 100)))
 (for-each g live-guarded)
 (define (guard-garbage!)
-  (do ((i 0 (+ i 1))) ((= i 2000))
+  (do ((i 0 (+ i 1))) ((= i (* scale 2000)))
     (g (make-vector 8 (+ 1000 i)))))
 (guard-garbage!)
-(churn 20000)
+(churn (* scale 20000))
 (gc) (gc)
 (define returned
   (let loop ((acc '()))
     (let ((o (g))) (if o (loop (cons o acc)) acc))))
 (say "guardian returned only dropped objects: "
      (every (lambda (v) (>= (vector-ref v 0) 1000)) returned))
-(say "guardian returned most dropped objects: " (> (length returned) 1500))
+(say "guardian returned most dropped objects: " (> (length returned) (* scale 1500)))
 (say "returned objects intact: "
      (every (lambda (v) (every (lambda (x) (eqv? x (vector-ref v 0))) (vector->list v)))
             returned))
@@ -67,8 +69,8 @@
     (if (= i 2000)
         (fold + 0 (map (lambda (x) (string-length x)) l))
         (loop (+ i 1) (cons (string-append (number->string n) "-" (number->string i)) l)))))
-(say "par-map: " (apply + (par-map work (iota 64))))
-(say "n-par-map: " (apply + (n-par-map 4 work (iota 64))))
+(say "par-map: " (apply + (par-map work (iota (* scale 64)))))
+(say "n-par-map: " (apply + (n-par-map 4 work (iota (* scale 64)))))
 (define threads
   (map (lambda (k) (call-with-new-thread (lambda () (tree-sum (work k) ) (work k))))
        (iota 4)))
