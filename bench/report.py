@@ -341,6 +341,7 @@ def goals(modes, callgrind):
                 verdict(p2 / p1 if p1 and p2 else None, 1.0, strict=True)))
 
     out += malloc_goals(modes.get("malloc"))
+    out += runtimes_goals(modes.get("runtimes"))
 
     # Fast path.
     v = None
@@ -351,6 +352,29 @@ def goals(modes, callgrind):
                 "≤ 20", fx(v, 1) if v is not None else
                 "not measured (run bench/callgrind.sh)",
                 verdict(v, 20) if v is not None else "not measured"))
+    return out
+
+
+def runtimes_goals(mode):
+    """Issue 15: each language runtime's workload on lfgc's libgc.so.1 at
+    most 0.8x bdwgc's time and 1.0x its peak RSS."""
+    out = []
+    for case in ("guile", "ecl", "neko"):
+        s = mode.row(case, SUBJECT) if mode else None
+        b = mode.row(case, "bdwgc") if mode else None
+        for goal, field, limit in (("time ≤ 0.8x bdwgc", "ratio_wall_s", 0.8),
+                                   ("peak RSS ≤ 1.0x bdwgc", "ratio_peak_rss_kb", 1.0)):
+            v = num((b or {}).get(field))
+            if v is not None:
+                status = "met" if v <= limit else "**NOT MET**"
+            elif not s:
+                status = "not measured (make bench BENCH_MODES=runtimes)"
+            elif s.get("status") == "n/a":
+                status = "n/a: " + (s.get("note") or "not supported")
+            else:
+                status = f"not measured (lfgc: {s.get('status')})"
+            out.append(("runtimes", f"{case}: {goal}", f"≤ {limit:.1f}x",
+                        fr(v) if v is not None else "–", status))
     return out
 
 
@@ -809,8 +833,32 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
           "(from `wait4`); CPU time is the programs' user + system time.")
         w("")
 
+    rt = modes.get("runtimes")
+    if rt:
+        w("## Language runtimes on lfgc's libgc.so.1")
+        w("")
+        w(f"Run: {meta_line(rt.meta)}.")
+        w("")
+        w("Debian 12's unmodified `guile-3.0`, `ecl` and `neko` run the "
+          "integration test's workloads (`tests/runtimes/`, scaled up by "
+          "`LFGC_RT_SCALE`; ECL compiles to bytecodes only) once on the "
+          "system's bdwgc and once with lfgc's drop-in `libgc.so.1` "
+          "(`bench/modes/runtimes.sh`); every run's output must equal a "
+          "reference run's on bdwgc. Time is the whole process (start-up, "
+          "the runtime's own work and the collector's), so the collector's "
+          "share of it bounds what lfgc can change. The machine is shared "
+          "with other jobs: wall times are noisy, CPU times less so; treat "
+          "these ratios as a validating run, not a measurement. A row that "
+          "says n/a names the calls lfgc does not export yet.")
+        w("")
+        if busy_warning(rt):
+            w(busy_warning(rt))
+            w("")
+        w(mode_table(rt))
+        w("")
+
     for name, mode in modes.items():
-        if name in ("gc", "gc-scale", "malloc"):
+        if name in ("gc", "gc-scale", "malloc", "runtimes"):
             continue
         w(f"## Mode `{name}`")
         w("")
