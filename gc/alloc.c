@@ -38,6 +38,7 @@ void lf_alloc_init(void)
 
 void *lf_oom(size_t bytes)
 {
+    refused_check();            /* no heap: that is not running out of memory */
     GC_oom_func fn = GC_oom_fn;
     return fn ? fn(bytes) : NULL;
 }
@@ -789,6 +790,7 @@ LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
  * reachable structure if a collection stops this thread meanwhile. */
 LFGC_EXPORT void *GC_malloc_many(size_t bytes)
 {
+    refused_check();            /* GC_malloc would be the other copy's */
     void **list = GC_malloc(bytes);
     if (!list || bytes > SMALL_REQUEST_MAX)
         return list;
@@ -1155,9 +1157,16 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
 /* As bdwgc: the start of the heap object p points into, from the address
  * alone (the object's memory is not read, so a free slot also has a
  * base; lfgc_is_live tells free from allocated). */
-LFGC_EXPORT void *GC_base(void *p)
+/* GC_base.  The library's own callers use lf_base, not GC_base: calls to
+ * an exported function go through the PLT, and so in a second copy of
+ * lfgc to the first one's (see lf_refused). */
+static inline __attribute__((always_inline)) void *base_of(const void *p)
 {
-    if (!lowfat_is_ptr(p) || !lf_chunk_map)
+    if (unlikely(!lf_chunk_map)) {
+        refused_check();        /* else: before the first allocation */
+        return NULL;
+    }
+    if (!lowfat_is_ptr(p))
         return NULL;
     void *base = lowfat_base(p);
     if (!lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
@@ -1168,9 +1177,19 @@ LFGC_EXPORT void *GC_base(void *p)
     return base;
 }
 
+void *lf_base(const void *p)
+{
+    return base_of(p);
+}
+
+LFGC_EXPORT void *GC_base(void *p)
+{
+    return base_of(p);
+}
+
 LFGC_EXPORT size_t GC_size(const void *p)
 {
-    void *base = GC_base((void *)p);
+    void *base = lf_base(p);
     if (!base)
         return 0;
     return object_size(region_of(base), base);
@@ -1178,7 +1197,7 @@ LFGC_EXPORT size_t GC_size(const void *p)
 
 LFGC_EXPORT int GC_is_heap_ptr(const void *p)
 {
-    return GC_base((void *)p) != NULL;
+    return lf_base(p) != NULL;
 }
 
 LFGC_EXPORT int lfgc_is_live(const void *p)

@@ -118,6 +118,7 @@ void lf_ensure_heap(void)
     if (likely(lf_gc_initialized))
         return;
     pthread_once(&layout_once, layout_once_fn);
+    refused_check();
     pthread_once(&heap_once, heap_once_fn);
 }
 

@@ -436,7 +436,7 @@ LFGC_EXPORT LF_UNSCANNED void (*GC_is_visible_print_proc)(void *) = default_is_v
  * free slot). */
 static void *live_base(const void *p)
 {
-    void *base = GC_base((void *)p);
+    void *base = lf_base(p);
     return base && slot_is_free(base) ? NULL : base;
 }
 
@@ -532,6 +532,7 @@ static int enumerate_one(void *base, size_t bytes, unsigned kind, void *arg)
 LFGC_EXPORT void GC_enumerate_reachable_objects_inner(GC_reachable_object_proc proc,
                                                       void *client_data)
 {
+    refused_check();
     if (!proc || !lf_heap_initialized)
         return;
     struct enumerate e = { proc, client_data };

@@ -550,8 +550,10 @@ static struct span *chunk_of(uint64_t addr, struct region **rp)
     if (c >= NUM_CLASSES)
         return NULL;
     struct region *r = &lf_regions[c];
-    if (!r->mapped)
+    if (!r->mapped) {
+        refused_check();
         return NULL;
+    }
     uint64_t j = (addr - r->start) >> CHUNK_SHIFT;
     if (j > r->max_chunks)          /* the table has max_chunks + 1 entries */
         return NULL;

@@ -392,7 +392,7 @@ LFGC_EXPORT int GC_general_register_disappearing_link(void **link, const void *o
 
 LFGC_EXPORT int GC_register_disappearing_link(void **link)
 {
-    void *base = link ? GC_base(link) : NULL;
+    void *base = link ? lf_base(link) : NULL;
     if (!base) {
         lf_warn("GC Warning: GC_register_disappearing_link(%p): the link is not in a heap "
                 "object; use GC_general_register_disappearing_link\n", (uintptr_t)link);

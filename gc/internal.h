@@ -216,6 +216,15 @@ extern struct region lf_regions[NUM_CLASSES];
  * whose base is addr, 0 when no span in use owns it. */
 extern uint8_t *lf_chunk_map;
 extern bool lf_layout_ok;
+/* Another copy of lfgc owned the heap when this one loaded: this copy
+ * must not act (see "One instance per process" in docs/design.md). */
+extern bool lf_refused;
+void lf_refused_abort(void) __attribute__((noreturn, cold));
+static inline void refused_check(void)
+{
+    if (unlikely(lf_refused))
+        lf_refused_abort();
+}
 
 bool lf_layout_init(void);
 bool lf_region_map_metadata(struct region *r);
@@ -404,6 +413,7 @@ extern size_t lf_extra_bytes;
 
 void lf_alloc_init(void);
 void *lf_alloc_kind(size_t bytes, unsigned kind);
+void *lf_base(const void *p);                        /* GC_base */
 void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind);
 bool lf_free_held(void *p);                          /* GC_free, lock held */
 void lf_caches_discard(void);

@@ -105,6 +105,7 @@ bool lf_kind_valid(unsigned kind)
 
 LFGC_EXPORT void **GC_new_free_list(void)
 {
+    refused_check();            /* the allocation would be the other copy's */
     void **fl = GC_malloc_atomic_uncollectable(BDWGC_FREE_LIST_ENTRIES * sizeof(void *));
     if (fl)
         memset(fl, 0, BDWGC_FREE_LIST_ENTRIES * sizeof(void *));

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -160,6 +161,25 @@ static const char *own_path(void)
     return "the program (linked with liblfgc.a)";
 }
 
+LF_UNSCANNED bool lf_refused;
+static LF_UNSCANNED char refused_owner[PAGE_SIZE - 16];
+
+/* Every entry of a refused copy that would touch the heap, the threads or
+ * the signals comes here: it cannot work (this copy has no heap) and must
+ * not interfere with the copy that owns it. */
+void lf_refused_abort(void)
+{
+    char msg[PAGE_SIZE + 1024];
+    snprintf(msg, sizeof msg,
+             "lfgc: this copy of lfgc (%s) was refused at load: %s owns the heap of this "
+             "process.  The program called the refused copy, which cannot work; aborting.  "
+             "A process must load lfgc once (see docs/design.md, One instance per "
+             "process).\n", own_path(), refused_owner);
+    ssize_t n = write(2, msg, strlen(msg));
+    (void)n;
+    abort();
+}
+
 static bool claim_heap(void)
 {
     void *want = (void *)(LOWFAT_HEAP_START - PAGE_SIZE);
@@ -180,9 +200,11 @@ static bool claim_heap(void)
     if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof o &&
         memcmp(o.magic, OWNER_MAGIC, sizeof OWNER_MAGIC) == 0) {
         o.path[sizeof o.path - 1] = 0;
+        lf_refused = true;
+        memcpy(refused_owner, o.path, sizeof refused_owner);
         fprintf(stderr,
                 "lfgc: another copy of lfgc already owns the heap of this process: %s.\n"
-                "lfgc: this copy (%s) is not used, and allocation through it fails.\n"
+                "lfgc: this copy (%s) is not used, and a call into it aborts.\n"
                 "lfgc: a process must load lfgc once: link with liblfgc.so.0 (libgc.so.1 "
                 "and liblfgc-malloc.so use it), never also with a second copy such as "
                 "liblfgc.a in a shared library.\n", o.path, own_path());

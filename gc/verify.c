@@ -174,7 +174,7 @@ static enum lfgc_slot_state slot_state_in(const struct region *r, const struct s
 
 enum lfgc_slot_state lf_slot_state(const void *p)
 {
-    void *base = GC_base((void *)p);
+    void *base = lf_base(p);
     if (!base)
         return LFGC_SLOT_NOT_HEAP;
     struct region *r = region_of(base);
