@@ -1135,6 +1135,11 @@ LFGC_EXPORT void *GC_realloc(void *p, size_t bytes)
     unlock();
     if (!ok)
         return NULL;
+    if (unlikely(lf_kinds[kind].fixed_layout)) {
+        lf_warn("GC Warning: GC_realloc(%p): an object of explicit type (gc_typed.h) "
+                "cannot be resized; returning NULL\n", (uintptr_t)p);
+        return NULL;
+    }
     size_t old = object_size(r, p);
     unsigned c = class_for(bytes);
     if (c == (unsigned)(r - lf_regions) &&

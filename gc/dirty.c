@@ -359,7 +359,7 @@ static void scan_part(uint64_t base, uint64_t len, uint64_t lo, uint64_t hi)
     uint64_t a = base > lo ? base : lo;
     uint64_t b = base + len < hi ? base + len : hi;
     old_bytes_queued += b - a;
-    lf_mark_push((void *)a, (void *)b);
+    lf_mark_push_part((void *)base, (void *)a, (void *)b);
 }
 
 /* Call fn(r, lo, hi) for every maximal run [lo, hi) of pages of spans

@@ -571,7 +571,7 @@ static void push_contents(uintptr_t base, uint64_t len)
     const struct kind *k = &lf_kinds[lf_chunk_map[base >> CHUNK_SHIFT] - 1];
     uint64_t scan = kind_scan_len(k, (const void *)base, len);
     if (scan)
-        lf_mark_push((const void *)base, (const void *)(base + scan));
+        lf_mark_push_part((const void *)base, (const void *)base, (const void *)(base + scan));
 }
 
 /* Roots: what objects of mark_from_all kinds reach, dead or alive. */

@@ -300,14 +300,22 @@ static inline void blacklist_hit(const struct region *r, uint64_t base)
 /* ------------------------------------------------------------------ */
 /* Kinds (kinds.c)                                                     */
 
-/* How the marker scans an object of a kind. */
+/* How the marker scans an object of a kind.  The modes from SCAN_BITMAP on
+ * are *precise*: a descriptor (bdwgc's GC_DS_* word, decoded in one place,
+ * mark.c's scan_descr) names the words that may hold pointers, and only
+ * those are scanned. */
 enum scan_mode {
     SCAN_NONE,              /* pointer-free: never scanned                  */
     SCAN_CONSERVATIVE,      /* every word of the object                     */
     SCAN_LENGTH,            /* the first `descr` bytes (bdwgc's GC_DS_LENGTH) */
-    SCAN_BITMAP,            /* words whose bit is set in `descr` (not yet)  */
-    SCAN_PER_OBJECT,        /* a descriptor kept in the object (not yet)    */
+    SCAN_BITMAP,            /* words whose bit is set in `descr` (GC_DS_BITMAP) */
+    SCAN_PER_OBJECT,        /* the descriptor is read from the object, or from
+                               the record its first word points to
+                               (GC_DS_PER_OBJECT)                            */
     SCAN_PROC,              /* a mark procedure, `proc` with `env` (not yet) */
+    SCAN_TYPED_ARRAY,       /* GC_calloc_explicitly_typed's arrays: the last
+                               three words say count, element size and the
+                               element's descriptor (typed.c)               */
 };
 
 /* Per (class, kind) state shared by all threads. */
@@ -327,7 +335,12 @@ struct kind {
     uint8_t uncollectable;  /* never reclaimed; scanned as a root           */
     uint8_t clear;          /* objects are zeroed                           */
     uint8_t scan;           /* enum scan_mode                               */
-    uintptr_t descr;        /* SCAN_LENGTH: bytes scanned; SCAN_BITMAP: bits */
+    uint8_t add_size;       /* the object's size is added to `descr` (bdwgc's
+                               add_size_to_descriptor)                      */
+    uint8_t fixed_layout;   /* objects keep their layout at their end: not
+                               resizable (typed.c)                          */
+    uintptr_t descr;        /* bdwgc's descriptor word: SCAN_LENGTH's bytes,
+                               SCAN_BITMAP's bits, SCAN_PER_OBJECT's offset  */
     void *proc;             /* SCAN_PROC                                    */
     uintptr_t env;          /* SCAN_PROC: the procedure's argument          */
     struct class_kind *ck;  /* NUM_CLASSES entries                          */
@@ -358,18 +371,29 @@ static inline struct class_kind *class_kind_of(unsigned c, unsigned kind)
  * not implemented yet.  Thread-safe. */
 int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
                 bool clear, bool uncollectable);
+/* The same with bdwgc's add_size_to_descriptor. */
+int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
+                      uintptr_t env, bool clear, bool uncollectable);
 bool lf_kind_valid(unsigned kind);                   /* made by now */
 unsigned lf_kinds_made(void);
+static inline bool kind_precise(const struct kind *k)
+{
+    return k->scan >= SCAN_BITMAP;
+}
 /* The part of the object at base (len bytes, of kind k) that the marker
- * scans, as a length: 0 for none. */
+ * scans, as a length: 0 for none.  For a precise kind, the whole object
+ * (the words it names lie in it): the marker itself goes through
+ * lf_mark_push_part, which follows the descriptor. */
 static inline uint64_t kind_scan_len(const struct kind *k, const void *base, uint64_t len)
 {
     if (k->scan == SCAN_NONE)
         return 0;
-    if (k->scan == SCAN_LENGTH)
-        return k->descr < len ? k->descr : len;
+    if (k->scan == SCAN_LENGTH) {
+        uint64_t d = k->descr + (k->add_size ? len : 0);
+        return d < len ? d : len;
+    }
     /* A free slot of a kind that is not cleared keeps what it held. */
-    if (!k->clear && len >= 16 && slot_is_free(base))
+    if ((!k->clear || kind_precise(k)) && len >= 16 && slot_is_free(base))
         return 0;
     return len;
 }
@@ -466,6 +490,10 @@ void lf_mark_range(const void *lo, const void *hi);   /* scan a root range    */
  * in bdwgc (compilers keep derived pointers in frames and registers). */
 void lf_mark_stack_range(const void *lo, const void *hi);
 void lf_mark_push(const void *lo, const void *hi);    /* queue a range: scanned by a later drain */
+/* Queue the part [lo, hi) of the object at base (a slot in use), scanned
+ * as its kind says: for a precise kind, only the words in it that the
+ * descriptor names.  lo and hi within what kind_scan_len gives. */
+void lf_mark_push_part(const void *base, const void *lo, const void *hi);
 /* Clear the mark of the object at p (a slot base), lock held: objects
  * freed explicitly must not look old to a minor collection. */
 static inline void mark_clear(struct region *r, const void *p)
@@ -486,6 +514,18 @@ void lf_sweep_after_mark(bool generational);
 void lf_mark_clear_aging(void);
 void *lf_sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);
+
+/* Long bitmaps (typed.c): GC_make_descriptor's descriptors for layouts
+ * longer than a bitmap descriptor holds are GC_MAKE_PROC(lf_typed_proc,
+ * record), with the bits in a record of typed.c's that the marker reads
+ * directly.  lf_typed_proc is LF_NO_PROC until the first one is made. */
+#define LF_NO_PROC 0xffu
+extern unsigned lf_typed_proc;
+struct lf_long_bitmap {
+    uint64_t nbits;             /* words described                          */
+    uint64_t bits[];            /* bit i % 64 of bits[i / 64]: word i        */
+};
+const struct lf_long_bitmap *lf_long_bitmap_of(uintptr_t env);   /* NULL: not one */
 
 /* ------------------------------------------------------------------ */
 /* Written-page tracking for minor collections (dirty.c)               */

@@ -1,9 +1,10 @@
 /* kinds.c: the table of object kinds, and bdwgc's interface to make them.
  *
- * A kind says how the marker scans an object (not at all, every word, or
- * a prefix given by a length descriptor; bitmaps, per-object descriptors
- * and mark procedures have their place in the table and wait for the
- * runtimes' interface), whether objects are zeroed when allocated, and
+ * A kind says how the marker scans an object (not at all, every word, a
+ * prefix given by a length descriptor, the words a bitmap or a descriptor
+ * kept in the object names; mark procedures have their place in the table
+ * and wait for the runtimes' interface), whether objects are zeroed when
+ * allocated, and
  * whether they are ever reclaimed.  The chunk map names a span's kind in
  * a byte, so up to MAX_KINDS (255) kinds exist; the first four are
  * bdwgc's predefined ones.
@@ -59,9 +60,15 @@ static uint8_t kind_mark_action(const struct kind *k)
 int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
                 bool clear, bool uncollectable)
 {
-    /* Bitmaps, per-object descriptors and mark procedures come with the
-     * runtimes' interface: the marker does not dispatch on them yet. */
-    if (scan > SCAN_LENGTH)
+    return lf_kind_new_sized(scan, descr, false, proc, env, clear, uncollectable);
+}
+
+int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
+                      uintptr_t env, bool clear, bool uncollectable)
+{
+    /* Mark procedures come with the runtimes' interface: the marker does
+     * not call them yet. */
+    if (scan == SCAN_PROC)
         return -1;
     size_t bytes = NUM_CLASSES * sizeof(struct class_kind);
     struct class_kind *ck = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -81,6 +88,7 @@ int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
     kd->clear = clear;
     kd->uncollectable = uncollectable;
     kd->descr = descr;
+    kd->add_size = add_size;
     kd->proc = proc;
     kd->env = env;
     kd->ck = ck;
@@ -122,18 +130,27 @@ LFGC_EXPORT unsigned GC_new_kind(void **free_list, GC_word descr, int add_size, 
 {
     (void)free_list;
     lf_ensure_init();
-    if ((descr & GC_DS_TAGS) != GC_DS_LENGTH)
-        kind_refused("only GC_DS_LENGTH descriptors are supported so far", descr);
     enum scan_mode scan;
-    if (add_size) {
-        /* bdwgc's normal kind: the length is the object's own. */
-        if (descr != 0)
-            kind_refused("a length added to the object size is not supported", descr);
-        scan = SCAN_CONSERVATIVE;
-    } else {
-        scan = descr == 0 ? SCAN_NONE : SCAN_LENGTH;
+    switch (descr & GC_DS_TAGS) {
+    case GC_DS_LENGTH:
+        if (add_size)
+            /* bdwgc's normal kind (0): the length is the object's own. */
+            scan = descr == 0 ? SCAN_CONSERVATIVE : SCAN_LENGTH;
+        else
+            scan = descr == 0 ? SCAN_NONE : SCAN_LENGTH;
+        break;
+    case GC_DS_BITMAP:
+        if (add_size)
+            kind_refused("a bitmap cannot have the object size added", descr);
+        scan = SCAN_BITMAP;
+        break;
+    case GC_DS_PER_OBJECT:
+        scan = SCAN_PER_OBJECT;
+        break;
+    default:
+        kind_refused("mark procedures (GC_DS_PROC) are not supported so far", descr);
     }
-    int k = lf_kind_new(scan, descr, NULL, 0, clear != 0, false);
+    int k = lf_kind_new_sized(scan, descr, add_size != 0, NULL, 0, clear != 0, false);
     if (k < 0)
         kind_refused("too many kinds", descr);
     return (unsigned)k;

@@ -35,7 +35,10 @@
 /* An object whose kind is not scanned word by word carries
  * MARK_DISPATCH_TAG (bit 1): popping it looks its kind up.  Slot bases
  * are 16-byte aligned, so both tags are free bits, tested together once
- * per popped entry. */
+ * per popped entry.  A range with both tags is the part [lo, hi) of an
+ * object of a precise kind (a slice of a long one, or the words of an old
+ * one on a written page): only the words in it that the kind's descriptor
+ * names are scanned. */
 #define ENTRY_TAGS (RANGE_TAG | MARK_DISPATCH_TAG)
 
 /* What is scanned next, decoded. */
@@ -69,6 +72,10 @@ struct marker {
     uintptr_t *end;
     pthread_t thread;
     unsigned id;
+    /* What dispatch() leaves to scan as a plain range (through the
+     * marker, not a pointer to the caller's entry: the hot loop keeps its
+     * entries in registers). */
+    uintptr_t plain_lo, plain_hi;
 };
 
 struct packet {
@@ -181,32 +188,6 @@ static inline uintptr_t object_end(uintptr_t base)
     return base + (r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes : r->size);
 }
 
-/* The part of an object of a dispatched kind that is scanned. */
-static __attribute__((noinline)) uintptr_t dispatch_end(uintptr_t base)
-{
-    const struct kind *k = &lf_kinds[lf_chunk_map[base >> CHUNK_SHIFT] - 1];
-    return base + kind_scan_len(k, (const void *)base, object_end(base) - base);
-}
-
-/* Take the top entry off a non-empty stack, decoded. */
-static inline uintptr_t *pop_entry(uintptr_t *top, struct mark_entry *e)
-{
-    uintptr_t w = top[-1];
-    if (w & ENTRY_TAGS) {
-        if (w & RANGE_TAG) {
-            e->lo = w & ~RANGE_TAG;
-            e->hi = top[-2];
-            return top - 2;
-        }
-        e->lo = w & ~MARK_DISPATCH_TAG;
-        e->hi = dispatch_end(e->lo);
-        return top - 1;
-    }
-    e->lo = w;
-    e->hi = object_end(w);
-    return top - 1;
-}
-
 /* ------------------------------------------------------------------ */
 /* The heart of the collector: one candidate word.  Returns the new top of
  * the mark stack, which the callers keep in a register.  `atomic` and
@@ -266,6 +247,238 @@ scan_words(struct marker *m, uintptr_t lo, uintptr_t hi, uintptr_t *top, const b
 }
 
 /* ------------------------------------------------------------------ */
+/* Precise kinds: the words a descriptor names                         */
+
+/* Pick the copy of an always_inline scanner specialised for `atomic`. */
+#define SPECIALISED(fn, ...) (atomic ? fn(__VA_ARGS__, true) : fn(__VA_ARGS__, false))
+
+/* A bitmap descriptor's words (word i where bit 63 - i is set) of the
+ * object at obj that lie in [lo, hi). */
+static inline __attribute__((always_inline)) uintptr_t *
+scan_bitmap(struct marker *m, uintptr_t *top, uintptr_t obj, uint64_t bits, uintptr_t lo,
+            uintptr_t hi, const bool atomic)
+{
+    bits &= ~(uint64_t)GC_DS_TAGS;
+    while (bits) {
+        unsigned i = (unsigned)__builtin_clzll(bits);
+        uintptr_t p = obj + 8 * (uintptr_t)i;
+        if (p + 8 > hi)
+            break;
+        bits &= ~((uint64_t)1 << (63 - i));
+        if (p >= lo)
+            top = mark_word(m, *(const uintptr_t *)p, top, atomic);
+    }
+    return top;
+}
+
+/* A long bitmap's words (word i where bit i is set) of the object at obj
+ * that lie in [lo, hi), lo >= obj. */
+static inline __attribute__((always_inline)) uintptr_t *
+scan_long_bitmap(struct marker *m, uintptr_t *top, uintptr_t obj, const struct lf_long_bitmap *lb,
+                 uintptr_t lo, uintptr_t hi, const bool atomic)
+{
+    uint64_t i = (lo - obj + 7) / 8, limit = (hi - obj) / 8;
+    if (limit > lb->nbits)
+        limit = lb->nbits;
+    while (i < limit) {
+        uint64_t w = lb->bits[i >> 6] >> (i & 63);
+        if (!w) {
+            i = (i | 63) + 1;
+            continue;
+        }
+        i += (uint64_t)__builtin_ctzll(w);
+        if (i >= limit)
+            break;
+        top = mark_word(m, ((const uintptr_t *)obj)[i], top, atomic);
+        i++;
+    }
+    return top;
+}
+
+/* Leave the part [lo + MARK_SLICE, hi) of a long object of a precise kind
+ * on the stack, to be scanned later (and shared); the new end of the part
+ * to scan now. */
+static uintptr_t *slice_precise(struct marker *m, uintptr_t *top, uintptr_t lo, uintptr_t *hi)
+{
+    if (*hi - lo > MARK_SLICE) {
+        top = push_range(m, top, (lo + MARK_SLICE) | MARK_DISPATCH_TAG, *hi);
+        *hi = lo + MARK_SLICE;
+    }
+    return top;
+}
+
+/* GC_DS_PER_OBJECT: the descriptor of the object at [obj, end), read at a
+ * byte offset in it, or (a negative offset) in the record its first word
+ * points to.  False when the offset lies outside the object. */
+static bool per_object_descr(uintptr_t d, uintptr_t obj, uintptr_t end, uintptr_t *out)
+{
+    intptr_t off = (intptr_t)(d & ~(uintptr_t)GC_DS_TAGS);
+    if (off >= 0) {
+        if ((uintptr_t)off + 8 > end - obj)
+            return false;
+        *out = *(const uintptr_t *)(obj + (uintptr_t)off);
+        return true;
+    }
+    uintptr_t rec = *(const uintptr_t *)obj;
+    /* No record yet: a new object whose type is not set, still zero. */
+    *out = rec ? *(const uintptr_t *)(rec - (uintptr_t)(off + GC_INDIR_PER_OBJ_BIAS)) : 0;
+    return true;
+}
+
+/* Descriptors inside descriptors (a per-object descriptor that is one
+ * again) are followed this deep; deeper, the object is scanned whole. */
+#define PER_OBJECT_DEPTH 4
+
+/* The one place descriptors are decoded.  Scan, of the object (or array
+ * element) [obj, end), the words in [lo, hi) that descriptor d names.  A
+ * length descriptor's prefix is a plain range: with e, it is returned
+ * there for the caller to scan (in slices, prefetched); without, scanned
+ * here.  Returns the new top. */
+static uintptr_t *scan_descr(struct marker *m, uintptr_t *top, uintptr_t obj, uintptr_t end,
+                             uintptr_t lo, uintptr_t hi, uintptr_t d, bool atomic,
+                             struct mark_entry *e, unsigned depth)
+{
+    if (lo < obj)
+        lo = obj;
+    if (hi > end)
+        hi = end;
+    if (lo >= hi)
+        return top;
+    switch (d & GC_DS_TAGS) {
+    case GC_DS_LENGTH:
+        if (d < end - obj && obj + d < hi)
+            hi = obj + d;
+        if (lo >= hi)
+            return top;
+        break;                              /* [lo, hi): a plain range */
+    case GC_DS_BITMAP:
+        return SPECIALISED(scan_bitmap, m, top, obj, d, lo, hi);
+    case GC_DS_PROC: {
+        unsigned proc = (unsigned)(d >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1);
+        uintptr_t env = d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS);
+        const struct lf_long_bitmap *lb;
+        if (proc == lf_typed_proc && (lb = lf_long_bitmap_of(env)) != NULL) {
+            if (e)
+                top = slice_precise(m, top, lo, &hi);
+            return SPECIALISED(scan_long_bitmap, m, top, obj, lb, lo, hi);
+        }
+        /* Mark procedures are not called yet: the object is scanned
+         * whole, conservatively. */
+        break;
+    }
+    default: {                              /* GC_DS_PER_OBJECT */
+        uintptr_t inner;
+        if (depth < PER_OBJECT_DEPTH && per_object_descr(d, obj, end, &inner))
+            return inner ? scan_descr(m, top, obj, end, lo, hi, inner, atomic, e, depth + 1)
+                         : top;
+        break;                              /* bad offset: whole, conservatively */
+    }
+    }
+    if (e) {
+        e->lo = lo;
+        e->hi = hi;
+        return top;
+    }
+    return SPECIALISED(scan_words, m, lo, hi, top);
+}
+
+/* GC_calloc_explicitly_typed's arrays end with three words: the count, the
+ * element size and the element's descriptor (typed.c).  The elements in
+ * [lo, hi), each as its descriptor says. */
+static uintptr_t *scan_typed_array(struct marker *m, uintptr_t *top, uintptr_t base,
+                                   uintptr_t end, uintptr_t lo, uintptr_t hi, bool atomic,
+                                   struct mark_entry *e)
+{
+    if (end - base < 3 * 8)
+        return top;
+    const uint64_t *t = (const uint64_t *)(end - 3 * 8);
+    uint64_t n = t[0], esize = t[1], ed = t[2];
+    if (!n)
+        return top;                         /* not set up yet: all zero */
+    if (!esize || esize % 8 || n > (end - base - 3 * 8) / esize) {
+        /* Not one of typed.c's trailers (the program wrote over it): the
+         * whole object, conservatively. */
+        e->lo = lo > base ? lo : base;
+        e->hi = hi < end ? hi : end;
+        return top;
+    }
+    uintptr_t aend = base + n * esize;
+    if (hi > aend)
+        hi = aend;
+    if (lo >= hi)
+        return top;
+    top = slice_precise(m, top, lo, &hi);
+    for (uintptr_t el = base + (lo - base) / esize * esize; el < hi; el += esize)
+        top = scan_descr(m, top, el, el + esize, lo, hi, ed, atomic, NULL, 0);
+    return top;
+}
+
+/* An entry of a kind the marker looks up: the object at base (hi =
+ * UINTPTR_MAX), or its part [lo, hi).  Scans what a precise kind names
+ * and leaves a plain range to scan in m->plain_lo, m->plain_hi (empty:
+ * nothing). */
+static uintptr_t *dispatch_entry(struct marker *m, uintptr_t *top, uintptr_t base, uintptr_t lo,
+                                  uintptr_t hi, bool atomic, struct mark_entry *e)
+{
+    const struct kind *k = &lf_kinds[lf_chunk_map[base >> CHUNK_SHIFT] - 1];
+    uintptr_t end = object_end(base);
+    uint64_t len = kind_scan_len(k, (const void *)base, end - base);
+    e->lo = e->hi = base;
+    if (!kind_precise(k)) {
+        uintptr_t b = hi < base + len ? hi : base + len;
+        if (lo < b) {
+            e->lo = lo;
+            e->hi = b;
+        }
+        return top;
+    }
+    if (!len)
+        return top;                         /* a free slot */
+    if (k->scan == SCAN_TYPED_ARRAY)
+        return scan_typed_array(m, top, base, end, lo, hi, atomic, e);
+    uintptr_t d = k->descr + (k->add_size ? end - base : 0);
+    return scan_descr(m, top, base, end, lo, hi, d, atomic, e, 0);
+}
+
+static __attribute__((noinline, cold)) uintptr_t *
+dispatch(struct marker *m, uintptr_t *top, uintptr_t base, uintptr_t lo, uintptr_t hi,
+         bool atomic)
+{
+    struct mark_entry e;
+    top = dispatch_entry(m, top, base, lo, hi, atomic, &e);
+    m->plain_lo = e.lo;
+    m->plain_hi = e.hi;
+    return top;
+}
+
+/* Take the top entry off a non-empty stack, decoded. */
+static inline __attribute__((always_inline)) uintptr_t *
+pop_entry(struct marker *m, uintptr_t *top, struct mark_entry *e, const bool atomic)
+{
+    uintptr_t w = top[-1];
+    if (w & ENTRY_TAGS) {
+        uintptr_t lo = w & ~ENTRY_TAGS;
+        if (w & RANGE_TAG) {
+            uintptr_t hi = top[-2];
+            if (likely(!(w & MARK_DISPATCH_TAG))) {
+                e->lo = lo;
+                e->hi = hi;
+                return top - 2;
+            }
+            top = dispatch(m, top - 2, (uintptr_t)lowfat_base((const void *)lo), lo, hi, atomic);
+        } else {
+            top = dispatch(m, top - 1, lo, lo, UINTPTR_MAX, atomic);
+        }
+        e->lo = m->plain_lo;
+        e->hi = m->plain_hi;
+        return top;
+    }
+    e->lo = w;
+    e->hi = object_end(w);
+    return top - 1;
+}
+
+/* ------------------------------------------------------------------ */
 /* Sharing work between markers                                        */
 
 /* How many of the words [w, w + n) can move together without splitting a
@@ -320,7 +533,7 @@ drain_impl(struct marker *m, const bool atomic, int64_t *budget, const bool base
     for (;;) {
         while (count < PREFETCH_DEPTH && top > m->stack) {
             struct mark_entry e;
-            top = pop_entry(top, &e);
+            top = pop_entry(m, top, &e, atomic);
             if (e.hi - e.lo > MARK_SLICE) {
                 /* Scan a slice now and leave the rest on the stack. */
                 top = push_range(m, top, e.lo + MARK_SLICE, e.hi);
@@ -647,6 +860,34 @@ void lf_mark_push(const void *lo, const void *hi)
         drain(m);
 }
 
+void lf_mark_push_part(const void *base, const void *lo, const void *hi)
+{
+    const struct kind *k = &lf_kinds[lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1];
+    if (!kind_precise(k)) {
+        lf_mark_push(lo, hi);
+        return;
+    }
+    struct marker *m = &markers[0];
+    uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
+    if (a >= (uintptr_t)hi)
+        return;
+    m->top = push_range(m, m->top, a | MARK_DISPATCH_TAG, (uintptr_t)hi);
+    if (m->top - m->stack >= PUSH_DRAIN_DEPTH)
+        drain(m);
+}
+
+/* Scan now what the marked object at base (len bytes of it scanned, as
+ * kind_scan_len says) reaches, as its kind says. */
+static void mark_object_now(const void *base, const struct kind *k, uint64_t len)
+{
+    if (kind_precise(k)) {
+        lf_mark_push_part(base, base, (const char *)base + len);
+        drain(&markers[0]);
+    } else {
+        lf_mark_range(base, (const char *)base + len);
+    }
+}
+
 /* Finish the mark: all markers drain the shared work to the end, then
  * overflows are recovered. */
 void lf_mark_finish(void)
@@ -743,6 +984,13 @@ void lf_mark_contents(const void *p, bool skip_self)
     uintptr_t skip = skip_self ? end - base : 0;
     /* What the marker would scan of it: its kind says how much. */
     end = base + kind_scan_len(k, (const void *)base, end - base);
+    /* Words pointing into the object itself are left out word by word:
+     * then, as bdwgc does, a precise kind's object is scanned whole. */
+    if (!skip_self && kind_precise(k)) {
+        if (end > base)
+            mark_object_now((const void *)base, k, end - base);
+        return;
+    }
     struct marker *m = &markers[0];
     for (const uintptr_t *w = (const uintptr_t *)base; (uintptr_t)(w + 1) <= end; w++) {
         if (*w - base < skip)
@@ -822,7 +1070,7 @@ void lf_uncollectables_push(void)
             uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
                                          r->large ? s->obj_bytes : r->size);
             if (len)
-                lf_mark_range(base, (char *)base + len);
+                mark_object_now(base, &lf_kinds[s->kind], len);
         }
     }
 }
@@ -851,7 +1099,7 @@ static void mark_recover_overflow(void)
                 uint64_t len = kind_scan_len(&lf_kinds[s->kind], base,
                                              r->large ? s->obj_bytes : r->size);
                 if (len)
-                    lf_mark_range(base, (char *)base + len);
+                    mark_object_now(base, &lf_kinds[s->kind], len);
             }
         }
     }

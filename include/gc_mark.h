@@ -127,14 +127,25 @@ GC_API void **GC_new_free_list_inner(void);
 /* A new kind, whose objects are scanned as the descriptor says:
  *   GC_DS_LENGTH, n bytes (a multiple of 8): the first n bytes of each
  *     object (at most the object); 0: pointer-free.  With
- *     add_size_to_descriptor = 1, n must be 0: whole objects, as
- *     GC_malloc's.
+ *     add_size_to_descriptor = 1 the object's size is added to n (0:
+ *     whole objects, as GC_malloc's; -8: all but the last word).
+ *   GC_DS_BITMAP: only the words the bitmap names (add_size must be 0).
+ *   GC_DS_PER_OBJECT: the descriptor is read from each object, at the
+ *     byte offset given (from the object's end with add_size = 1), or,
+ *     for a negative offset without add_size, from the type record the
+ *     object's first word points to (see GC_DS_PER_OBJECT above; a first
+ *     word of 0 scans nothing).  That descriptor may be a length, a
+ *     bitmap, a mark procedure or a per-object descriptor again (followed
+ *     4 deep, then the object is scanned whole); one with its offset
+ *     outside the object scans the object whole.
  *   GC_MAKE_PROC(index, env): the mark procedure (add_size must be 0).
- * clear_new_objects = 1 zeroes objects when they are allocated.  A
- * descriptor lfgc does not accept yet, add_size with anything but a
- * length of 0, and a full table (255 kinds in all) are reported on stderr
- * and abort, as bdwgc aborts on a full table.  free_list is not used.
- * Thread-safe; GC_new_kind_inner is the same call. */
+ * Only the words a descriptor names are scanned, by full and minor
+ * collections alike; free slots are never scanned.  clear_new_objects =
+ * 1 zeroes objects when they are allocated.  A descriptor lfgc does not
+ * accept yet, add_size with a bitmap, and a full table (255 kinds in
+ * all) are reported on stderr and abort, as bdwgc aborts on a full table.
+ * free_list is not used.  Thread-safe; GC_new_kind_inner is the same
+ * call. */
 GC_API unsigned GC_new_kind(void **free_list, GC_word mark_descriptor_template,
                             int add_size_to_descriptor, int clear_new_objects);
 GC_API unsigned GC_new_kind_inner(void **free_list, GC_word mark_descriptor_template,

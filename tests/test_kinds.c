@@ -227,14 +227,226 @@ Test(kinds, table_full_aborts, .signal = SIGABRT)
     GC_new_kind(GC_new_free_list(), 0, 1, 1);
 }
 
-Test(kinds, bitmap_descriptor_not_supported_yet, .signal = SIGABRT)
+/* ------------------------------------------------------------------ */
+/* Precise kinds: bitmaps and per-object descriptors                   */
+
+/* A rooted holder of `size` bytes of kind k whose word wd (unless
+ * NO_WORD) holds `word`, with a fresh target at byte offset oa and another
+ * at ob; the targets returned hidden.  The word is stored last, as a
+ * runtime sets an object's type once it is allocated. */
+#define NO_WORD ((size_t)-1)
+static size_t extra_wd = NO_WORD;           /* and this word holds extra_word */
+static GC_word extra_word;
+static TU_NOINLINE void make_typed_holder(int k, size_t size, size_t wd, GC_word word, size_t oa,
+                                          size_t ob, GC_hidden_pointer *ha, GC_hidden_pointer *hb)
 {
-    GC_new_kind(GC_new_free_list(), 0x100 | GC_DS_BITMAP, 0, 1);
+    GC_disable();
+    void **h = GC_generic_malloc(size, k);
+    cr_assert_not_null(h);
+    void *a = GC_malloc(TARGET), *b = GC_malloc(TARGET);
+    cr_assert(a && b);
+    tu_fill_bytes(a, TARGET, 1);
+    tu_fill_bytes(b, TARGET, 2);
+    h[oa / sizeof(void *)] = a;
+    h[ob / sizeof(void *)] = b;
+    if (wd != NO_WORD)
+        h[wd] = (void *)word;
+    if (extra_wd != NO_WORD)
+        h[extra_wd] = (void *)extra_word;
+    *ha = tu_hide(a);
+    *hb = tu_hide(b);
+    root = h;
+    GC_enable();
 }
 
-Test(kinds, length_added_to_size_not_supported, .signal = SIGABRT)
+static void targets_kept(GC_hidden_pointer ha, GC_hidden_pointer hb, bool first, bool other,
+                         const char *what)
 {
-    GC_new_kind(GC_new_free_list(), 16 | GC_DS_LENGTH, 1, 1);
+    cr_assert_eq(tu_live(ha), first, "%s: first target live %d, expected %d", what,
+                 tu_live(ha), first);
+    if (first)
+        cr_assert_eq(target_damage(ha, 1), TARGET, "%s: first target damaged", what);
+    cr_assert_eq(tu_live(hb), other, "%s: second target live %d, expected %d", what,
+                 tu_live(hb), other);
+    if (other)
+        cr_assert_eq(target_damage(hb, 2), TARGET, "%s: second target damaged", what);
+}
+
+static void typed_holder_keeps(int k, size_t size, size_t wd, GC_word word, size_t oa,
+                               size_t ob, bool first, bool other, const char *what)
+{
+    GC_hidden_pointer ha, hb;
+    make_typed_holder(k, size, wd, word, oa, ob, &ha, &hb);
+    tu_collect();
+    tu_collect();
+    targets_kept(ha, hb, first, other, what);
+    root = NULL;
+}
+
+/* Bitmap descriptors: the most significant bit is word 0. */
+#define BM_WORD(i) ((GC_word)1 << (63 - (i)))
+
+Test(kinds, bitmap_descriptor_scans_only_the_words_it_names)
+{
+    int k = (int)GC_new_kind(GC_new_free_list(), BM_WORD(0) | BM_WORD(3) | GC_DS_BITMAP, 0, 1);
+    typed_holder_keeps(k, 64, NO_WORD, 0, 0, 8, true, false, "words 0 and 1");
+    typed_holder_keeps(k, 64, NO_WORD, 0, 24, 16, true, false, "words 3 and 2");
+    typed_holder_keeps(k, 64, NO_WORD, 0, 0, 24, true, true, "words 0 and 3");
+    /* The last word a bitmap names: 61. */
+    int last = (int)GC_new_kind(GC_new_free_list(), BM_WORD(61) | GC_DS_BITMAP, 0, 1);
+    typed_holder_keeps(last, 62 * 8, NO_WORD, 0, 61 * 8, 60 * 8, true, false, "word 61");
+}
+
+Test(kinds, bitmap_longer_than_the_object_stops_at_its_end)
+{
+    /* Words 0..61 named, objects of 4 words: nothing past the object. */
+    int k = (int)GC_new_kind(GC_new_free_list(), ~(GC_word)GC_DS_TAGS | GC_DS_BITMAP, 0, 1);
+    typed_holder_keeps(k, 24, NO_WORD, 0, 0, 16, true, true, "words 0 and 2");
+}
+
+Test(kinds, bitmap_cannot_have_size_added, .signal = SIGABRT)
+{
+    GC_new_kind(GC_new_free_list(), BM_WORD(0) | GC_DS_BITMAP, 1, 1);
+}
+
+Test(kinds, per_object_descriptor_in_the_object)
+{
+    /* The descriptor is word 1 of each object. */
+    int k = (int)GC_new_kind(GC_new_free_list(), 8 | GC_DS_PER_OBJECT, 0, 1);
+    GC_word d = BM_WORD(0) | BM_WORD(3) | GC_DS_BITMAP;
+    typed_holder_keeps(k, 64, 1, d, 0, 16, true, false, "bitmap in word 1");
+    typed_holder_keeps(k, 64, 1, d, 24, 32, true, false, "bitmap in word 1, words 3 and 4");
+    typed_holder_keeps(k, 64, 1, 40 | GC_DS_LENGTH, 0, 32, true, true, "length 40");
+    typed_holder_keeps(k, 64, 1, 24 | GC_DS_LENGTH, 16, 32, true, false, "length 24");
+    typed_holder_keeps(k, 64, 1, 0, 0, 16, false, false, "descriptor 0");
+}
+
+Test(kinds, per_object_descriptor_at_the_end_with_size_added)
+{
+    /* bdwgc's typed objects: the descriptor in the last word. */
+    int k = (int)GC_new_kind(GC_new_free_list(), (GC_word)-8 | GC_DS_PER_OBJECT, 1, 1);
+    size_t last = GC_size(GC_generic_malloc(100, k)) / 8 - 1;
+    GC_word d = BM_WORD(2) | GC_DS_BITMAP;
+    typed_holder_keeps(k, 100, last, d, 16, 24, true, false, "small");
+    last = GC_size(GC_generic_malloc(200 * KiB, k)) / 8 - 1;
+    typed_holder_keeps(k, 200 * KiB, last, d, 16, 8, true, false, "large");
+    typed_holder_keeps(k, 200 * KiB, last, 150 * KiB | GC_DS_LENGTH, 140 * KiB, 160 * KiB,
+                       true, false, "large, length");
+}
+
+Test(kinds, length_with_size_added)
+{
+    /* All but the last word. */
+    int k = (int)GC_new_kind(GC_new_free_list(), (GC_word)-8 | GC_DS_LENGTH, 1, 1);
+    size_t size = GC_size(GC_generic_malloc(48, k));
+    typed_holder_keeps(k, 48, NO_WORD, 0, size - 16, size - 8, true, false, "last two words");
+}
+
+/* A type record as a runtime keeps one: the descriptor at byte 8. */
+static GC_word type_record[4];
+
+Test(kinds, per_object_descriptor_through_the_first_word)
+{
+    GC_word descr = (GC_word)(-(GC_signed_word)8 - GC_INDIR_PER_OBJ_BIAS) | GC_DS_PER_OBJECT;
+    int k = (int)GC_new_kind(GC_new_free_list(), descr, 0, 1);
+    type_record[1] = BM_WORD(2) | GC_DS_BITMAP;
+    typed_holder_keeps(k, 64, 0, (GC_word)type_record, 16, 24, true, false, "bitmap");
+    type_record[1] = 32 | GC_DS_LENGTH;
+    typed_holder_keeps(k, 64, 0, (GC_word)type_record, 16, 32, true, false, "length");
+    /* No type yet: nothing scanned. */
+    typed_holder_keeps(k, 64, NO_WORD, 0, 16, 24, false, false, "no record");
+    /* A per-object descriptor in the record that says where the real one
+     * is: in word 3 of the object. */
+    type_record[1] = 24 | GC_DS_PER_OBJECT;
+    extra_wd = 3;
+    extra_word = BM_WORD(1) | GC_DS_BITMAP;
+    typed_holder_keeps(k, 64, 0, (GC_word)type_record, 8, 16, true, false, "nested");
+    extra_wd = NO_WORD;
+}
+
+/* A free slot of a kind whose descriptor is reached through word 0: word 0
+ * holds the free-list link, which must not be followed. */
+Test(kinds, free_slot_of_per_object_kind_is_not_read)
+{
+    GC_word descr = (GC_word)(-(GC_signed_word)8 - GC_INDIR_PER_OBJ_BIAS) | GC_DS_PER_OBJECT;
+    struct freer f = {(int)GC_new_kind(GC_new_free_list(), descr, 0, 0), 0, 0};
+    type_record[1] = ~(GC_word)GC_DS_TAGS | GC_DS_BITMAP;
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, alloc_store_free, &f), 0);
+    pthread_join(t, NULL);
+    cr_assert(tu_slot_is(&root, f.slot, 0));
+    tu_collect();
+    tu_collect();
+    cr_assert_not(tu_live(f.target), "a free slot's old contents were scanned");
+    root = NULL;
+}
+
+/* Into old holder h, fresh targets at byte offsets oa and ob. */
+static TU_NOINLINE void store_targets(size_t oa, size_t ob, GC_hidden_pointer *ha,
+                                      GC_hidden_pointer *hb)
+{
+    GC_disable();
+    void **h = root;
+    /* Past the slots the thread's cache held at the last collection,
+     * which that collection marked (they count as allocated). */
+    for (int i = 0; i < 2000; i++)
+        cr_assert_not_null(GC_malloc(TARGET));
+    void *a = GC_malloc(TARGET), *b = GC_malloc(TARGET);
+    cr_assert(a && b);
+    tu_fill_bytes(a, TARGET, 1);
+    tu_fill_bytes(b, TARGET, 2);
+    h[oa / 8] = a;
+    h[ob / 8] = b;
+    *ha = tu_hide(a);
+    *hb = tu_hide(b);
+    GC_enable();
+}
+
+static TU_NOINLINE int collect_minor(void)
+{
+    tu_clear_stack();
+    int minor = lfgc_collect_minor();
+    tu_clear_stack();
+    return minor;
+}
+
+/* A minor collection rescans the old objects on written pages: of a
+ * precise kind's, only the words its descriptor names. */
+static void minor_rescan_is_precise(int k, size_t size, size_t wd, GC_word word, size_t oa,
+                                    size_t ob)
+{
+    GC_hidden_pointer ha, hb;
+    make_typed_holder(k, size, wd, word, 0, 0, &ha, &hb);
+    tu_collect();
+    if (!collect_minor())
+        TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
+                "asynchronous write protection");
+    /* The holder is old; the targets stored now are young. */
+    store_targets(oa, ob, &ha, &hb);
+    cr_assert(collect_minor(), "expected a minor collection");
+    targets_kept(ha, hb, true, false, "after a minor collection");
+    root = NULL;
+}
+
+Test(kinds, minor_collection_rescans_bitmap_kind_precisely)
+{
+    int k = (int)GC_new_kind(GC_new_free_list(), BM_WORD(0) | BM_WORD(5) | GC_DS_BITMAP, 0, 1);
+    minor_rescan_is_precise(k, 64, NO_WORD, 0, 40, 48);
+}
+
+Test(kinds, minor_collection_rescans_per_object_kind_precisely)
+{
+    int k = (int)GC_new_kind(GC_new_free_list(), (GC_word)-8 | GC_DS_PER_OBJECT, 1, 1);
+    size_t last = GC_size(GC_generic_malloc(300 * KiB, k)) / 8 - 1;
+    /* A large object: the written page is the one of the targets only. */
+    minor_rescan_is_precise(k, 300 * KiB, last, BM_WORD(0) | BM_WORD(1) | GC_DS_BITMAP, 8, 16);
+    minor_rescan_is_precise(k, 300 * KiB, last, (200 * KiB) | GC_DS_LENGTH, 100 * KiB,
+                            250 * KiB);
+}
+
+Test(kinds, mark_procedures_not_supported_yet, .signal = SIGABRT)
+{
+    GC_new_kind(GC_new_free_list(), ((GC_word)9 << GC_DS_TAG_BITS) | GC_DS_PROC, 0, 1);
 }
 
 /* Allocation and freeing of a kind's small objects take no lock: they go
