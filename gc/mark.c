@@ -213,7 +213,12 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
     lf_assert(base >= r->start && base < r->usable_end);   /* in the bitmap */
     uint64_t bit = q - r->q0;
     uint64_t *word = &r->mark_bits[bit >> 6];
-    uint64_t mask = 1ull << (bit & 63);
+    /* The 1 is made here, by a move the shift needs anyway: hoisted out
+     * of the loop, it took a register that the pop path reuses, and was
+     * made again for every object scanned. */
+    uint64_t one = 1;
+    __asm__ volatile("" : "+r"(one));
+    uint64_t mask = one << (bit & 63);
     if (*word & mask)
         return top;
     if (base_only && !displacement_valid(w - base))
@@ -249,14 +254,17 @@ scan_words(struct marker *m, uintptr_t lo, uintptr_t hi, uintptr_t *top, const b
 /* ------------------------------------------------------------------ */
 /* Precise kinds: the words a descriptor names                         */
 
-/* Pick the copy of an always_inline scanner specialised for `atomic`. */
-#define SPECIALISED(fn, ...) (atomic ? fn(__VA_ARGS__, true) : fn(__VA_ARGS__, false))
+/* Pick the copy of an always_inline scanner specialised for `atomic` and
+ * for interior pointers off (lf_base_only). */
+#define SPECIALISED(fn, ...)                                                  \
+    (atomic ? (lf_base_only ? fn(__VA_ARGS__, true, true) : fn(__VA_ARGS__, true, false))  \
+            : (lf_base_only ? fn(__VA_ARGS__, false, true) : fn(__VA_ARGS__, false, false)))
 
 /* A bitmap descriptor's words (word i where bit 63 - i is set) of the
  * object at obj that lie in [lo, hi). */
 static inline __attribute__((always_inline)) uintptr_t *
 scan_bitmap(struct marker *m, uintptr_t *top, uintptr_t obj, uint64_t bits, uintptr_t lo,
-            uintptr_t hi, const bool atomic)
+            uintptr_t hi, const bool atomic, const bool base_only)
 {
     bits &= ~(uint64_t)GC_DS_TAGS;
     while (bits) {
@@ -266,7 +274,7 @@ scan_bitmap(struct marker *m, uintptr_t *top, uintptr_t obj, uint64_t bits, uint
             break;
         bits &= ~((uint64_t)1 << (63 - i));
         if (p >= lo)
-            top = mark_word(m, *(const uintptr_t *)p, top, atomic);
+            top = mark_word(m, *(const uintptr_t *)p, top, atomic, base_only);
     }
     return top;
 }
@@ -275,7 +283,7 @@ scan_bitmap(struct marker *m, uintptr_t *top, uintptr_t obj, uint64_t bits, uint
  * that lie in [lo, hi), lo >= obj. */
 static inline __attribute__((always_inline)) uintptr_t *
 scan_long_bitmap(struct marker *m, uintptr_t *top, uintptr_t obj, const struct lf_long_bitmap *lb,
-                 uintptr_t lo, uintptr_t hi, const bool atomic)
+                 uintptr_t lo, uintptr_t hi, const bool atomic, const bool base_only)
 {
     uint64_t i = (lo - obj + 7) / 8, limit = (hi - obj) / 8;
     if (limit > lb->nbits)
@@ -289,7 +297,7 @@ scan_long_bitmap(struct marker *m, uintptr_t *top, uintptr_t obj, const struct l
         i += (uint64_t)__builtin_ctzll(w);
         if (i >= limit)
             break;
-        top = mark_word(m, ((const uintptr_t *)obj)[i], top, atomic);
+        top = mark_word(m, ((const uintptr_t *)obj)[i], top, atomic, base_only);
         i++;
     }
     return top;
@@ -440,12 +448,28 @@ static uintptr_t *dispatch_entry(struct marker *m, uintptr_t *top, uintptr_t bas
     return scan_descr(m, top, base, end, lo, hi, d, atomic, e, 0);
 }
 
-static __attribute__((noinline, cold)) uintptr_t *
-dispatch(struct marker *m, uintptr_t *top, uintptr_t base, uintptr_t lo, uintptr_t hi,
-         bool atomic)
+/* A tagged entry (a range, a dispatched object or part), taken off the
+ * stack out of line: what is left to scan as a plain range goes to
+ * m->plain_lo, m->plain_hi, not through a pointer to the caller's entry,
+ * so that the hot loop keeps its entries in registers. */
+static __attribute__((noinline)) uintptr_t *pop_tagged(struct marker *m, uintptr_t *top,
+                                                       bool atomic)
 {
     struct mark_entry e;
-    top = dispatch_entry(m, top, base, lo, hi, atomic, &e);
+    uintptr_t w = top[-1], lo = w & ~ENTRY_TAGS;
+    if (w & RANGE_TAG) {
+        uintptr_t hi = top[-2];
+        top -= 2;
+        if (likely(!(w & MARK_DISPATCH_TAG))) {
+            e.lo = lo;
+            e.hi = hi;
+        } else {
+            top = dispatch_entry(m, top, (uintptr_t)lowfat_base((const void *)lo), lo, hi,
+                                 atomic, &e);
+        }
+    } else {
+        top = dispatch_entry(m, top - 1, lo, lo, UINTPTR_MAX, atomic, &e);
+    }
     m->plain_lo = e.lo;
     m->plain_hi = e.hi;
     return top;
@@ -456,19 +480,8 @@ static inline __attribute__((always_inline)) uintptr_t *
 pop_entry(struct marker *m, uintptr_t *top, struct mark_entry *e, const bool atomic)
 {
     uintptr_t w = top[-1];
-    if (w & ENTRY_TAGS) {
-        uintptr_t lo = w & ~ENTRY_TAGS;
-        if (w & RANGE_TAG) {
-            uintptr_t hi = top[-2];
-            if (likely(!(w & MARK_DISPATCH_TAG))) {
-                e->lo = lo;
-                e->hi = hi;
-                return top - 2;
-            }
-            top = dispatch(m, top - 2, (uintptr_t)lowfat_base((const void *)lo), lo, hi, atomic);
-        } else {
-            top = dispatch(m, top - 1, lo, lo, UINTPTR_MAX, atomic);
-        }
+    if (unlikely(w & ENTRY_TAGS)) {
+        top = pop_tagged(m, top, atomic);
         e->lo = m->plain_lo;
         e->hi = m->plain_hi;
         return top;
@@ -534,7 +547,7 @@ drain_impl(struct marker *m, const bool atomic, int64_t *budget, const bool base
         while (count < PREFETCH_DEPTH && top > m->stack) {
             struct mark_entry e;
             top = pop_entry(m, top, &e, atomic);
-            if (e.hi - e.lo > MARK_SLICE) {
+            if (unlikely(e.hi - e.lo > MARK_SLICE)) {
                 /* Scan a slice now and leave the rest on the stack. */
                 top = push_range(m, top, e.lo + MARK_SLICE, e.hi);
                 e.hi = e.lo + MARK_SLICE;

@@ -24,15 +24,15 @@
 
 #include "gc_typed.h"
 
-unsigned lf_typed_proc = LF_NO_PROC;
-static int typed_kind = -1, array_kind = -1;
+LF_UNSCANNED unsigned lf_typed_proc = LF_NO_PROC;
+static LF_UNSCANNED int typed_kind = -1, array_kind = -1;
 
 /* Long-bitmap records: bump-allocated in one reservation, so that the
  * marker can tell a record from any other value a descriptor's argument
  * may hold. */
 #define RECORDS_MAX ((size_t)64 << 20)
-static char *records;                   /* the reservation            */
-static size_t records_used;             /* bytes handed out, lock held */
+static LF_UNSCANNED char *records;                  /* the reservation            */
+static LF_UNSCANNED size_t records_used;            /* bytes handed out, lock held */
 
 const struct lf_long_bitmap *lf_long_bitmap_of(uintptr_t env)
 {
@@ -47,7 +47,7 @@ const struct lf_long_bitmap *lf_long_bitmap_of(uintptr_t env)
  * index; gcj takes 0, the last is left to lfgc). */
 #define TYPED_PROC_INDEX 7
 
-static pthread_once_t typed_once = PTHREAD_ONCE_INIT;
+static LF_UNSCANNED pthread_once_t typed_once = PTHREAD_ONCE_INIT;
 
 static void typed_init(void)
 {
