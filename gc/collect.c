@@ -238,7 +238,7 @@ static void phase_sweep(void)
 static void phase_protect(const struct lf_cycle *cy)
 {
     if (cy->tracked)
-        lf_dirty_protect();
+        lf_dirty_protect(!cy->minor);
 }
 
 static void phase_bookkeeping(const struct lf_cycle *cy)

@@ -506,12 +506,17 @@ static bool protect_old_pages(struct region *r, uint64_t lo, uint64_t hi)
 /* World stopped, after marking: protect the unprotected pages that now
  * hold only old objects, so that the next collection learns of writes to
  * them.  Other pages of spans with old objects stay unprotected and are
- * scanned as written next time; pages still protected stay so. */
-void lf_dirty_protect(void)
+ * scanned as written next time; pages still protected stay so.
+ *
+ * A full collection also protects the pages of aging spans (see
+ * page_all_old).  A minor one does not: its aging survivors are mostly
+ * structures under construction, which the program writes again at once,
+ * and each such write would cost a fault. */
+void lf_dirty_protect(bool full)
 {
     if (!tracking)
         return;
-    if (!each_unprotected_run(protect_old_pages, true))
+    if (!each_unprotected_run(protect_old_pages, full))
         tracking = false;   /* old objects left unprotected: next one full */
 }
 

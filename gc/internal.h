@@ -534,7 +534,7 @@ void lf_dirty_init(bool enable);
 bool lf_dirty_enabled(void);
 bool lf_dirty_begin(void);           /* false: this collection must be full  */
 uint64_t lf_dirty_mark_old(void);       /* bytes of old objects queued */
-void lf_dirty_protect(void);
+void lf_dirty_protect(bool full);
 void lf_dirty_after_fork(void);
 
 /* ------------------------------------------------------------------ */
