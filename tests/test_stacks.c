@@ -275,6 +275,11 @@ static TU_NOINLINE void co_run_on(char *stk, size_t size, int set_bottom)
     co_ctx.uc_link = &co_main_ctx;
     makecontext(&co_ctx, co_body, 0);
     swapcontext(&co_main_ctx, &co_ctx);
+    /* The contexts are globals, so roots, and getcontext saves the
+     * caller-saved registers too: whatever the last call left in r8 (say,
+     * the garbage's target, from the allocator) would be retained. */
+    memset(&co_main_ctx, 0, sizeof co_main_ctx);
+    memset(&co_ctx, 0, sizeof co_ctx);
 }
 
 static TU_NOINLINE void co_run(size_t size, int set_bottom)
