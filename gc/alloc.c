@@ -190,6 +190,11 @@ void lf_span_free(struct region *r, struct span *s)
     if (r->large) {
         uint64_t base = r->start + (j << CHUNK_SHIFT);
         uint64_t len = (s->obj_bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+        /* malloc_usable_size promises the whole slot to a malloc'ed object. */
+        if (lf_kinds[s->kind].manual) {
+            len = r->size;
+            lf_malloc_heap_bytes -= s->obj_bytes;
+        }
         if (len)
             madvise((void *)base, len, MADV_DONTNEED);
         s->dirty = 0;
@@ -206,7 +211,7 @@ void lf_span_free(struct region *r, struct span *s)
 
 /* Give a pooled small span's pages back to the OS; the caller has taken
  * it off the pool.  Returns the bytes it counted for in the heap. */
-static uint64_t span_release(struct region *r, struct span *s)
+uint64_t lf_span_release(struct region *r, struct span *s)
 {
     uint64_t lo, hi;
     lf_span_memory(r, span_chunk_index(r, s), &lo, &hi);
@@ -235,7 +240,7 @@ void lf_release_idle_spans(bool all)
                 continue;
             }
             *link = s->next;
-            span_release(r, s);
+            lf_span_release(r, s);
         }
     }
 }
@@ -256,7 +261,7 @@ static void pools_make_room(uint64_t bytes)
         while (r->pool && freed < bytes) {
             struct span *s = r->pool;
             r->pool = s->next;
-            freed += span_release(r, s);
+            freed += lf_span_release(r, s);
         }
     }
     next_region = (next_region + 1) % NUM_CLASSES;
@@ -308,6 +313,21 @@ static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned 
     return lf_policy_before_growth(bytes, collections);
 }
 
+/* malloc's spans grow the heap without asking the policy: they are never
+ * collected, and the room they take is added to the expanded size so
+ * that they do not eat the collector's. */
+LF_UNSCANNED uint64_t lf_malloc_heap_bytes;
+
+static struct span *manual_grow(unsigned c, unsigned kind, uint64_t bytes)
+{
+    struct span *s = span_grow(c, kind, bytes);
+    if (s) {
+        lf_hs.heap_target += bytes;
+        lf_malloc_heap_bytes += bytes;
+    }
+    return s;
+}
+
 static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
 {
     struct region *r = &lf_regions[c];
@@ -318,6 +338,14 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
     if (want > r->size)
         want = r->size;
     struct span *s;
+    if (lf_kinds[kind].manual) {
+        s = manual_grow(c, kind, want);
+        if (!s)
+            return NULL;
+        s->dirty = 0;
+        s->obj_bytes = want;
+        return (void *)(r->start + (span_chunk_index(r, s) << CHUNK_SHIFT));
+    }
     for (;;) {
         enum collect_reason why = must_collect_before_growing(want, collections);
         if (why != COLLECT_NONE) {
@@ -358,6 +386,15 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
 {
     struct class_kind *ck = class_kind_of(c, kind);
     unsigned collections = 0;
+    if (lf_kinds[kind].manual) {
+        *fresh = true;
+        struct span *s = span_reuse(c, kind);
+        if (s) {
+            lf_malloc_heap_bytes += CHUNK_SIZE;
+            return s;
+        }
+        return manual_grow(c, kind, CHUNK_SIZE);
+    }
     for (;;) {
         struct span *s = ck->unswept;
         if (s) {
@@ -542,6 +579,8 @@ static inline struct kind_cache *kind_cache_get(struct thread_cache *tc, unsigne
 {
     if (kind < NUM_CACHED_KINDS)
         return &tc->k[kind];
+    if (kind >= KIND_FIRST_MANUAL)
+        return &tc->mk;
     struct kind_cache *kc = tc->more[kind];
     return likely(kc) ? kc : kind_cache_make(tc, kind);
 }
@@ -579,6 +618,34 @@ static void *remote_take(struct class_kind *ck, size_t *count)
     return head;
 }
 
+/* The next `want` slots of a span of a manual kind, from bitmap index
+ * *next: every slot there is free (the span was taken empty and malloc's
+ * spans are never swept), whatever the marker wrote in their mark bits. */
+static void *link_fresh(struct region *r, uint64_t *next, uint64_t end, size_t want,
+                        size_t *count)
+{
+    uint64_t i = *next, stop = end - i > want ? i + want : end;
+    char *lo = (char *)((i + r->q0) * r->size), *hi = (char *)((stop + r->q0) * r->size);
+    void **prev = NULL;
+    for (char *slot = hi - r->size; slot >= lo; slot -= r->size) {
+        slot_make_free(slot, prev);
+        prev = (void **)slot;
+    }
+    *next = stop;
+    *count = stop - i;
+    return prev;
+}
+
+/* A thread's piece of the span it is sweeping (or linking, for a manual
+ * kind). */
+static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned kind, size_t want,
+                         size_t *n)
+{
+    if (lf_kinds[kind].manual)
+        return link_fresh(r, &cur->next, cur->end, want, n);
+    return lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, n);
+}
+
 /* Refill the calling thread's list of (class, kind) and pop from it.
  * Most refills continue the thread's lazy sweep of a span it claimed, one
  * piece at a time, without the lock and straight into the cache (the
@@ -592,7 +659,9 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
     struct region *r = &lf_regions[c];
     struct sweep_cursor *cur = &kc->cursor[c];
     size_t want = batch_slots(r);
+    bool manual = lf_kinds[kind].manual;
     kc->freed[c] = 0;
+    kc->credit[c] = (int64_t)want;
     for (;;) {
         if (sweep_enter(tc)) {
             size_t n;
@@ -600,17 +669,21 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
             if (list) {
                 kc->free[c] = list;
                 sweep_exit(tc);
-                count_refill(tc, n * r->size);
+                if (manual)
+                    lf_malloc_remote_taken(n * r->size);
+                else
+                    count_refill(tc, n * r->size);
                 break;
             }
             if (cur->span) {
-                list = lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, &n);
+                list = cursor_take(r, cur, kind, want, &n);
                 if (cur->next >= cur->end)
                     cur->span = NULL;
                 kc->free[c] = list;
                 sweep_exit(tc);
                 if (list) {
-                    count_refill(tc, n * r->size);
+                    if (!manual)
+                        count_refill(tc, n * r->size);
                     break;
                 }
                 continue;
@@ -631,7 +704,8 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
             lf_assert(ck->free_count >= n);
             ck->free_count -= (uint32_t)n;
             kc->free[c] = head;
-            count_refill(tc, n * r->size);
+            if (!manual)
+                count_refill(tc, n * r->size);
             unlock();
             break;
         }
@@ -658,6 +732,8 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
         s->dirty = 0;
         unlock();
     }
+    if (unlikely(lf_malloc_shuffle) && manual)
+        lf_malloc_shuffle_list(&kc->free[c]);
     return free_list_pop(&kc->free[c]);
 }
 
@@ -677,7 +753,15 @@ static unsigned class_for(size_t bytes)
  * registered already. */
 static bool ensure_registered(void)
 {
-    return likely(lf_tl_cache != &lf_empty_cache) || lf_thread_cache_create();
+    struct thread_cache *tc = lf_tl_cache;
+    return likely(tc != &lf_empty_cache && !tc->manual_only) || lf_thread_cache_create();
+}
+
+/* malloc's paths need a cache only: the thread need not be stopped or
+ * scanned by collections (see manual_only). */
+static bool ensure_cached(void)
+{
+    return likely(lf_tl_cache != &lf_empty_cache) || lf_thread_cache_create_manual();
 }
 
 static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
@@ -882,8 +966,7 @@ static void kind_cache_return(struct kind_cache *kc, unsigned k)
         struct sweep_cursor *cur = &kc->cursor[c];
         if (cur->span) {
             size_t n;
-            void **list = lf_sweep_slots(&lf_regions[c], &cur->next, cur->end, SIZE_MAX,
-                                         cur->clear, &n);
+            void **list = cursor_take(&lf_regions[c], cur, k, SIZE_MAX, &n);
             cur->span = NULL;
             if (list) {
                 void **tail = list;
@@ -904,10 +987,12 @@ static void kind_cache_return(struct kind_cache *kc, unsigned k)
         tail[0] = link_encode(ck->free);
         ck->free = head;
         ck->free_count += n;
+        kc->free[c] = NULL;
+        if (lf_kinds[k].manual)
+            continue;
         uint64_t bytes = (uint64_t)n * lf_regions[c].size;
         uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
         count_allocated(-(int64_t)(bytes < since ? bytes : since));
-        kc->free[c] = NULL;
     }
 }
 
@@ -936,6 +1021,7 @@ void lf_cache_return(struct thread_cache *tc)
         kc->next = spare_kind_caches;
         spare_kind_caches = kc;
     }
+    kind_cache_return(&tc->mk, lf_malloc_small_kind);
 }
 
 /* Validate p as the base of an object in use; warn and return false
@@ -1036,21 +1122,71 @@ static void free_locked(void *p)
  * goes to the remote stack, where the next refill of any thread takes
  * it.  (A thread that allocates as much as it frees keeps a short list,
  * and the look costs about one step per free.) */
-static void cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
-                       unsigned kind, size_t keep)
+static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+                         unsigned kind, size_t keep)
 {
     kc->freed[c] = 0;
     void **last = kc->free[c];
     for (size_t n = 1; n < keep && link_decode(last[0]); n++)
         last = link_decode(last[0]);
     if (!link_decode(last[0]) || !sweep_enter(tc))
-        return;                     /* short enough, or a collection waits */
+        return 0;                   /* short enough, or a collection waits */
     void **head = link_decode(last[0]), **tail = head;
     last[0] = link_encode(NULL);
+    size_t n = 1;
     for (void **next; (next = link_decode(tail[0])); tail = next)
-        ;
+        n++;
     remote_push(class_kind_of(c, kind), head, tail);
     sweep_exit(tc);
+    return n;
+}
+
+/* malloc's small object at p (class c, validated: a malloc'ed object in
+ * use) onto the calling thread's list, where the free fast path would
+ * have put it, wiped and at a random place in the hardened mode; the
+ * list is trimmed once the fast path's credit of frees is spent. */
+void lf_manual_free_small(void *p, unsigned c)
+{
+    if (unlikely(!ensure_cached())) {
+        free_locked(p);
+        return;
+    }
+    struct thread_cache *tc = lf_tl_cache;
+    struct kind_cache *kc = &tc->mk;
+    struct region *r = &lf_regions[c];
+    if (unlikely(lf_malloc_wipe))
+        memset(p, 0, r->size);
+    if (unlikely(lf_malloc_shuffle) && kc->free[c])
+        lf_malloc_insert_random(&kc->free[c], p);
+    else {
+        slot_make_free(p, kc->free[c]);
+        kc->free[c] = p;
+    }
+    size_t batch = batch_slots(r);
+    if (--kc->credit[c] < 0) {
+        kc->credit[c] = (int64_t)batch;
+        size_t n = cache_trim(tc, kc, c, lf_malloc_small_kind, batch);
+        if (n)
+            lf_malloc_remote_pushed(n * r->size);
+    }
+}
+
+/* One object of malloc's (kind: a manual kind), class c, never through
+ * the collection policy.  NULL when out of memory. */
+void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind)
+{
+    if (unlikely(c >= NUM_CLASSES || !lf_regions[c].reserved || !ensure_cached()))
+        return NULL;
+    if (c < NUM_SMALL_CLASSES) {
+        struct thread_cache *tc = lf_tl_cache;
+        if (tc->mk.free[c])
+            return free_list_pop(&tc->mk.free[c]);
+        return cache_refill_pop(tc, &tc->mk, c, kind);
+    }
+    lock();
+    void *p = large_alloc(c, kind, bytes);
+    unlock();
+    return p;
 }
 
 /* Freed bytes are counted per thread and added to the shared counter a
@@ -1085,6 +1221,10 @@ static void free_object(void *p)
     if (!check_base(p, &r, &s))
         return;
     unsigned kind = s->kind;
+    if (lf_kinds[kind].manual) {
+        lf_malloc_free_checked(p, r);
+        return;
+    }
     struct thread_cache *tc = lf_tl_cache;
     struct kind_cache *kc;
     if (r->large || !kind_cached(kind) || lf_finalize_entries() || lf_disclaim_tracked[kind] ||

@@ -80,6 +80,16 @@ void lf_assert_fail(const char *file, int line, const char *cond)
 #define KIND_AUNCOLLECTABLE 3
 #define NUM_PREDEFINED_KINDS 4
 #define MAX_KINDS           255
+/* Manual mode (malloc.c): the kinds of malloc's objects, never collected
+ * and never scanned, at the top of the table so that the kinds programs
+ * make keep bdwgc's numbers.  Small objects of the plain mode, of the
+ * hardened mode (wipe on free, randomised lists: its frees miss the fast
+ * path's chunk-map test), and large objects, each under their own
+ * number so that the free fast path tells them apart with one compare. */
+#define KIND_MALLOC_LARGE   252
+#define KIND_MALLOC_HARD    253
+#define KIND_MALLOC         254
+#define KIND_FIRST_MANUAL   KIND_MALLOC_LARGE
 /* Kinds whose thread-local lists sit inline in the cache (the fast
  * paths' kinds); other kinds get theirs on first use. */
 #define NUM_CACHED_KINDS    2
@@ -339,6 +349,8 @@ struct kind {
                                add_size_to_descriptor)                      */
     uint8_t fixed_layout;   /* objects keep their layout at their end: not
                                resizable (typed.c)                          */
+    uint8_t manual;         /* malloc's: freed explicitly only, never swept,
+                               its spans' mark bits meaningless           */
     uintptr_t descr;        /* bdwgc's descriptor word: SCAN_LENGTH's bytes,
                                SCAN_BITMAP's bits, SCAN_PER_OBJECT's offset  */
     void *proc;             /* SCAN_PROC                                    */
@@ -415,12 +427,16 @@ struct kind_cache {
     /* Slots GC_free put on free[c] since the list was last refilled: past
      * a bound, the list goes to the class and kind's remote stack. */
     uint32_t freed[NUM_SMALL_CLASSES];
+    /* Manual kinds: frees the fast path may still push onto free[c]
+     * before the list is looked at (cache_trim), counted down. */
+    int64_t credit[NUM_SMALL_CLASSES];  /* words, as free[]: one index */
     struct kind_cache *next;        /* spare list                         */
 };
 
 struct thread_cache {
     struct kind_cache k[NUM_CACHED_KINDS];  /* first: the fast paths' lists */
     struct kind_cache *more[MAX_KINDS];     /* other kinds, made on first use */
+    struct kind_cache mk;                   /* malloc's (the manual kinds) */
     /* Per thread, so that refills touch no cache line shared with other
      * threads: */
     volatile AO_t sweeping;     /* sweeping outside the lock (sweep_enter) */
@@ -428,6 +444,11 @@ struct thread_cache {
     uint64_t freed_bytes;       /* bytes freed here, not yet added to hs   */
     uint64_t cycle;             /* GC_gc_no + 1 when cycle_allocd was reset */
     uint64_t cycle_allocd;      /* bytes added to hs since that collection */
+    /* Registered by malloc (manual mode) only: the thread has a cache but
+     * is neither stopped nor scanned by collections, until it calls the
+     * collector (lf_thread_cache_create), which may never happen.  A
+     * thread that only mallocs may block every signal. */
+    uint8_t manual_only;
 };
 extern __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec")));
 extern struct thread_cache lf_empty_cache;
@@ -448,6 +469,22 @@ void lf_span_free(struct region *r, struct span *s);
 void lf_release_idle_spans(bool all);
 bool lf_heap_expand(size_t bytes);
 void *lf_oom(size_t bytes);
+
+/* Manual mode (malloc.c; alloc.c for what touches the caches). */
+extern uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 1];  /* no extra byte */
+extern unsigned lf_malloc_small_kind;   /* KIND_MALLOC or KIND_MALLOC_HARD */
+extern bool lf_malloc_wipe, lf_malloc_shuffle;
+extern uint64_t lf_malloc_heap_bytes;   /* spans of the manual kinds, lock held */
+void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind);
+void lf_manual_free_small(void *p, unsigned c);
+void lf_malloc_free_checked(void *p, struct region *r);  /* GC_free of malloc's */
+void lf_malloc_remote_pushed(uint64_t bytes);
+void lf_malloc_remote_taken(uint64_t bytes);
+void lf_malloc_shuffle_list(void **head);
+void lf_malloc_insert_random(void **head, void *p);
+uint64_t lf_span_release(struct region *r, struct span *s);
+bool lf_on_own_stack(const void *p);
+void lf_fork_handlers_install(void);
 
 /* Messages (api.c).  A format with one conversion (%p, %ld, %lu, %d, %u,
  * %x, %s) of arg.  lf_warn goes to the warn proc, lf_log to stderr
@@ -575,6 +612,7 @@ uintptr_t lf_roots_find(uintptr_t lo, uintptr_t hi);
 extern pthread_mutex_t lf_gc_lock;
 void lf_threads_init(void);
 struct thread_cache *lf_thread_cache_create(void);
+struct thread_cache *lf_thread_cache_create_manual(void);   /* manual_only */
 void lf_caches_mark(void);                 /* lf_cache_mark() on every thread  */
 bool lf_threads_sweeping(void);            /* some thread is in sweep_enter  */
 void lf_cache_mark(struct thread_cache *tc);

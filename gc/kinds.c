@@ -20,6 +20,8 @@
 /* The predefined kinds' per-class state; later kinds' is mapped when they
  * are made (never scanned). */
 LF_UNSCANNED struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
+/* The manual kinds' (malloc.c). */
+static LF_UNSCANNED struct class_kind malloc_ck[3][NUM_CLASSES];
 
 LF_UNSCANNED struct kind lf_kinds[MAX_KINDS] = {
     [KIND_PTRFREE]        = { .in_use = 1, .ptrfree = 1, .scan = SCAN_NONE,
@@ -32,10 +34,18 @@ LF_UNSCANNED struct kind lf_kinds[MAX_KINDS] = {
     [KIND_AUNCOLLECTABLE] = { .in_use = 1, .uncollectable = 1, .ptrfree = 1,
                               .scan = SCAN_NONE,
                               .ck = lf_predefined_ck[KIND_AUNCOLLECTABLE] },
+#define MANUAL_KIND(k) [k] = { .in_use = 1, .ptrfree = 1, .manual = 1, .scan = SCAN_NONE, \
+                               .ck = malloc_ck[(k) - KIND_FIRST_MANUAL] }
+    MANUAL_KIND(KIND_MALLOC_LARGE),
+    MANUAL_KIND(KIND_MALLOC_HARD),
+    MANUAL_KIND(KIND_MALLOC),
 };
 LF_UNSCANNED uint8_t lf_kind_mark[MAX_KINDS + 1] = {
     [1 + KIND_PTRFREE] = MARK_NO_SCAN,
     [1 + KIND_AUNCOLLECTABLE] = MARK_NO_SCAN,
+    [1 + KIND_MALLOC_LARGE] = MARK_NO_SCAN,
+    [1 + KIND_MALLOC_HARD] = MARK_NO_SCAN,
+    [1 + KIND_MALLOC] = MARK_NO_SCAN,
 };
 static LF_UNSCANNED unsigned num_kinds = NUM_PREDEFINED_KINDS;     /* lock held to change */
 
@@ -76,7 +86,7 @@ int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void 
     if (ck == MAP_FAILED)
         return -1;
     lock();
-    if (num_kinds >= MAX_KINDS) {
+    if (num_kinds >= KIND_FIRST_MANUAL) {
         unlock();
         munmap(ck, bytes);
         return -1;

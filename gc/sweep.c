@@ -39,6 +39,8 @@ void lf_sweep_after_mark(bool generational)
             }
             lf_assert(mapped_kind == s->kind + 1 && lf_kinds[s->kind].in_use);
             const struct kind *kd = &lf_kinds[s->kind];
+            if (kd->manual)
+                continue;               /* malloc's: freed explicitly only */
             uint64_t qa, qb;
             lf_span_slots(r, j, &qa, &qb);
             size_t n = lf_bits_count(kd->uncollectable ? r->alloc_bits : r->mark_bits,

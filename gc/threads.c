@@ -240,7 +240,7 @@ __attribute__((constructor(101))) static void threads_load(void)
  * lock not held.  Calls nothing that allocates, but pthread_setspecific
  * for a key of 32 or more (see exit_key_create), made once the thread
  * cache is in place. */
-static struct thread_rec *register_self(uintptr_t bottom)
+static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
 {
     if (tl_registering)
         return NULL;
@@ -287,6 +287,7 @@ static struct thread_rec *register_self(uintptr_t bottom)
     rec->tls_hi = tls_hi;
     rec->alt = pending_alt;
     rec->state = T_RUNNING;
+    rec->cache.manual_only = manual_only;
     rec->next = threads;
     threads = rec;
     tl_self = rec;
@@ -332,8 +333,22 @@ static void exit_destructor(void *arg)
 struct thread_cache *lf_thread_cache_create(void)
 {
     struct thread_rec *me = tl_self;
+    if (!me) {
+        me = register_self(0, false);
+    } else if (me->cache.manual_only) {
+        /* Under the lock: no collection is stopping threads meanwhile. */
+        lock();
+        me->cache.manual_only = 0;
+        unlock();
+    }
+    return me ? &me->cache : NULL;
+}
+
+struct thread_cache *lf_thread_cache_create_manual(void)
+{
+    struct thread_rec *me = tl_self;
     if (!me)
-        me = register_self(0);
+        me = register_self(0, true);
     return me ? &me->cache : NULL;
 }
 
@@ -457,7 +472,7 @@ void lf_stop_world(void)
     for (struct thread_rec *t = threads; t; t = t->next) {
         /* One GC_suspend_thread stopped is stopped already. */
         t->suspended = t->ext_suspended;
-        if (t == me || t->ext_suspended || state_of(t) != T_RUNNING)
+        if (t == me || t->ext_suspended || state_of(t) != T_RUNNING || t->cache.manual_only)
             continue;
         int err = pthread_kill(t->id, sig_suspend);
         if (err == 0) {
@@ -762,7 +777,7 @@ void lf_stacks_mark(void)
     for (struct thread_rec *t = threads; t; t = t->next) {
         lf_mark_range(&t->retval, &t->retval + 1);
         uint8_t state = state_of(t);
-        if (state == T_FINISHED)
+        if (state == T_FINISHED || t->cache.manual_only)
             continue;
         if (t->tls_hi)
             mark_stack_range(t->tls_lo, t->tls_hi);
@@ -835,7 +850,7 @@ void lf_threads_init(void)
     bool main_thread = getpid() == gettid();
     uintptr_t bottom = main_thread && GC_stackbottom ? (uintptr_t)GC_stackbottom
                                                      : stack_bottom_of_self();
-    register_self(bottom);
+    register_self(bottom, false);
     if (main_thread)
         GC_stackbottom = (char *)bottom;
 }
@@ -846,8 +861,39 @@ void lf_threads_init(void)
 void lf_threads_collection_on(void)
 {
     install_handlers();
+    lf_fork_handlers_install();
+}
+
+/* The fork handlers, once: when collection turns on, or when malloc mode
+ * starts (its locks must be held around fork too). */
+static LF_UNSCANNED pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
+
+static void fork_handlers_once_fn(void)
+{
     if (handle_fork != -1)
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+void lf_fork_handlers_install(void)
+{
+    pthread_once(&fork_handlers_once, fork_handlers_once_fn);
+}
+
+/* Does p lie on the calling thread's stack?  (For malloc's messages.) */
+bool lf_on_own_stack(const void *p)
+{
+    uintptr_t a = (uintptr_t)p, here = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t lo, hi;
+    if (tl_self && tl_self->stack_lo) {
+        lo = tl_self->stack_lo;
+        hi = tl_self->stack_bottom;
+    } else if (getpid() == gettid()) {
+        lo = here - ((uintptr_t)8 << 20);
+        hi = (uintptr_t)__libc_stack_end + ((uintptr_t)1 << 20);
+    } else {
+        stack_of_self(&lo, &hi);
+    }
+    return a >= lo && a < hi;
 }
 
 /* ------------------------------------------------------------------ */
@@ -862,6 +908,15 @@ LFGC_EXPORT void GC_allow_register_threads(void)
 LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
 {
     lf_ensure_init();
+    if (tl_self && tl_self->cache.manual_only) {
+        /* Known to malloc only so far: now to the collector too. */
+        lock();
+        if (sb && sb->mem_base)
+            tl_self->stack_bottom = (uintptr_t)sb->mem_base;
+        tl_self->cache.manual_only = 0;
+        unlock();
+        return GC_SUCCESS;
+    }
     if (tl_self)
         return GC_DUPLICATE;
     /* As in bdwgc, a program that created a thread with GC_pthread_create
@@ -871,7 +926,7 @@ LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
         lf_warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
              "(thread %p); registering anyway (said once)\n", (uintptr_t)pthread_self());
     uintptr_t bottom = sb && sb->mem_base ? (uintptr_t)sb->mem_base : 0;
-    return register_self(bottom) ? GC_SUCCESS : GC_NO_MEMORY;
+    return register_self(bottom, false) ? GC_SUCCESS : GC_NO_MEMORY;
 }
 
 LFGC_EXPORT int GC_unregister_my_thread(void)
@@ -1268,7 +1323,7 @@ static void *thread_start(void *p)
     struct start_info *si = p;
     void *(*start)(void *) = si->start;
     void *arg = si->arg;
-    struct thread_rec *me = register_self(0);
+    struct thread_rec *me = register_self(0, false);
     if (me && si->detached)
         me->detached = 1;
     /* From here on the creator's copy of arg is not needed: ours is on a

@@ -1,0 +1,664 @@
+/* malloc.c: manual mode, lfgc as the process's malloc.
+ *
+ * malloc's objects are of the manual kinds (internal.h): never collected,
+ * never scanned, freed only by free.  Small ones come from the thread's
+ * own lists (tc->mk) as GC_malloc's do: the fast paths below are a pop
+ * and a push, no lock, no atomic.  A thread that frees more than it
+ * allocates hands its surplus to the class's remote stack (alloc.c), and
+ * when enough has gone there, spans found wholly free go back to the OS
+ * (scavenge).  The functions with the C library's names are defined by
+ * the thin liblfgc-malloc library (malloc_shim.c), which calls these.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "lfgc_malloc.h"
+
+LF_UNSCANNED uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 1];
+LF_UNSCANNED unsigned lf_malloc_small_kind = KIND_MALLOC;
+LF_UNSCANNED bool lf_malloc_wipe, lf_malloc_shuffle;
+
+enum { ERRORS_ABORT, ERRORS_WARN, ERRORS_IGNORE };
+
+/* Bytes pushed onto the manual kinds' remote stacks and not taken back
+ * since the last scavenge: when they are a good part of malloc's heap, a
+ * large working set was freed. */
+static LF_UNSCANNED volatile AO_t remote_bytes;
+
+static LF_UNSCANNED pthread_once_t malloc_once = PTHREAD_ONCE_INIT;
+static LF_UNSCANNED bool malloc_ready;
+
+static bool env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
+static void malloc_once_fn(void)
+{
+    lf_ensure_heap();
+    unsigned c = 0;
+    for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++) {
+        while (c + 1 < NUM_CLASSES && lf_regions[c].size < n)
+            c++;
+        lf_malloc_class[n] = (uint8_t)c;
+    }
+    lf_malloc_wipe = env_is("LFGC_MALLOC_WIPE", "1");
+    lf_malloc_shuffle = env_is("LFGC_MALLOC_RANDOM", "1");
+    /* The hardened modes' spans have their own kind, which the free fast
+     * path's chunk-map test rejects: their frees take the slow path, and
+     * the plain mode pays nothing for the options. */
+    if (lf_malloc_wipe || lf_malloc_shuffle)
+        lf_malloc_small_kind = KIND_MALLOC_HARD;
+    /* Held around fork, as glibc holds its arenas' locks.  (pthread_atfork
+     * may call malloc: the heap is ready by now.) */
+    __atomic_store_n(&malloc_ready, true, __ATOMIC_RELEASE);
+    lf_fork_handlers_install();
+}
+
+static inline void malloc_ensure(void)
+{
+    if (unlikely(!__atomic_load_n(&malloc_ready, __ATOMIC_ACQUIRE)))
+        pthread_once(&malloc_once, malloc_once_fn);
+}
+
+/* ------------------------------------------------------------------ */
+/* Bad input                                                           */
+
+/* One line on stderr naming the call, the pointer and what it is, then
+ * abort() (LFGC_MALLOC_ERRORS=abort, the default), or go on without
+ * touching anything (warn, ignore).  Written with write(2): the caller
+ * may be inside malloc. */
+static void bad_pointer(const char *call, const void *p, const char *what, const void *base)
+{
+    /* Read now, not at start-up: errors are rare, and a program may set
+     * it for a part of its run. */
+    int error_mode = env_is("LFGC_MALLOC_ERRORS", "warn")     ? ERRORS_WARN
+                     : env_is("LFGC_MALLOC_ERRORS", "ignore") ? ERRORS_IGNORE
+                                                              : ERRORS_ABORT;
+    if (error_mode == ERRORS_IGNORE)
+        return;
+    char line[512];
+    int n;
+    if (base)
+        n = snprintf(line, sizeof line, "lfgc-malloc: %s(%p): %s %p; %s\n", call, p, what,
+                     base, error_mode == ERRORS_ABORT ? "aborting" : "ignored");
+    else
+        n = snprintf(line, sizeof line, "lfgc-malloc: %s(%p): %s; %s\n", call, p, what,
+                     error_mode == ERRORS_ABORT ? "aborting" : "ignored");
+    if (n > (int)sizeof line - 1)
+        n = (int)sizeof line - 1;
+    ssize_t w = write(2, line, (size_t)n);
+    (void)w;
+    if (error_mode == ERRORS_ABORT)
+        abort();
+}
+
+/* What p is, when it is not the base of a malloc'ed object in use; NULL
+ * when it is (*rp its region).  Reads only what does not change while an
+ * object is in use, as GC_free's check does. */
+static const char *classify(const void *p, struct region **rp, const void **basep)
+{
+    *basep = NULL;
+    if (!lowfat_is_ptr(p) || !lf_heap_initialized) {
+        if (lf_on_own_stack(p))
+            return "a stack address, not a heap object";
+        Dl_info info;
+        if (dladdr(p, &info) && info.dli_fname)
+            return "an address in the code or data of a loaded object (a global?), "
+                   "not a heap object";
+        return "not allocated by lfgc's malloc (another allocator's, or no object)";
+    }
+    struct region *r = region_of(p);
+    const void *base = lowfat_base(p);
+    if (!r->mapped || (uintptr_t)p >= r->usable_end ||
+        !lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
+        return "no allocated object there (already freed, or never allocated)";
+    if (base != p) {
+        *basep = base;
+        return "an interior pointer, not the start of its object, which starts at";
+    }
+    unsigned kind = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1u;
+    if (!lf_kinds[kind].manual)
+        return "an object of the collector (GC_malloc and friends), not malloc's";
+    if (!r->large && slot_is_free(p))
+        return "already freed (double free)";
+    *rp = r;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Free                                                                 */
+
+/* p validated (a malloc'ed object in use of region r). */
+static void free_valid(void *p, struct region *r)
+{
+    unsigned c = (unsigned)(r - lf_regions);
+    if (c < NUM_SMALL_CLASSES) {
+        lf_manual_free_small(p, c);
+        return;
+    }
+    lock();
+    lf_free_held(p);
+    unlock();
+}
+
+void lf_malloc_free_checked(void *p, struct region *r)
+{
+    malloc_ensure();
+    free_valid(p, r);
+}
+
+static __attribute__((noinline)) void free_slow(void *p)
+{
+    if (!p)
+        return;
+    struct region *r;
+    const void *base;
+    const char *what = classify(p, &r, &base);
+    if (what) {
+        bad_pointer("free", p, what, base);
+        return;
+    }
+    malloc_ensure();
+    free_valid(p, r);
+}
+
+/* The fast path: p is a slot base (its address a multiple of its
+ * region's size: the low product with the reciprocal is below the
+ * reciprocal), a span of the plain small kind owns it, it is not free
+ * (the canary), and the thread's credit of frees is not spent.  Anything
+ * else (NULL, foreign pointers, large objects, the hardened modes, a
+ * thread without a cache) takes the slow path, which says what is wrong. */
+LFGC_EXPORT void lfgc_free(void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    size_t i = lowfat_index(p);
+    uint64_t m = lowfat_magics[i];
+    if (likely(a * m < m && lf_chunk_map[a >> CHUNK_SHIFT] == KIND_MALLOC + 1)) {
+        uint64_t canary = lf_free_canary;
+        uint64_t *w = p;
+        struct kind_cache *kc = &lf_tl_cache->mk;
+        size_t c = i - LOWFAT_FIRST_REGION;
+        if (likely(w[1] != canary) && likely(--kc->credit[c] >= 0)) {
+            uint64_t link = (uint64_t)kc->free[c];
+            w[1] = canary;
+            /* link_encode in one instruction (GCC would load the constant
+             * first), and the two stores kept apart (GCC would pair them
+             * through a vector register at the cost of three more). */
+            __asm__("btc $63, %0" : "+r"(link) : : "memory");
+            w[0] = link;
+            kc->free[c] = p;
+            return;
+        }
+    }
+    free_slow(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* Allocation                                                           */
+
+static unsigned malloc_class(size_t n)
+{
+    if (n <= SMALL_REQUEST_MAX)
+        return lf_malloc_class[n];
+    return (unsigned)lf_class_of_size(n);
+}
+
+static void *alloc_class(unsigned c, size_t n)
+{
+    if (c >= NUM_CLASSES) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    unsigned kind = c < NUM_SMALL_CLASSES ? lf_malloc_small_kind : KIND_MALLOC_LARGE;
+    void *p = lf_alloc_manual(c, n, kind);
+    if (!p)
+        errno = ENOMEM;
+    return p;
+}
+
+static __attribute__((noinline)) void *malloc_slow(size_t n)
+{
+    malloc_ensure();
+    return alloc_class(malloc_class(n), n);
+}
+
+LFGC_EXPORT void *lfgc_malloc(size_t n)
+{
+    if (likely(n <= SMALL_REQUEST_MAX)) {
+        unsigned c = lf_malloc_class[n];
+        struct kind_cache *kc = &lf_tl_cache->mk;
+        void **p = kc->free[c];
+        if (likely(p)) {
+            uint64_t link = (uint64_t)p[0];
+            __asm__("btc $63, %0" : "+r"(link));       /* link_decode */
+            kc->free[c] = (void *)link;
+            p[1] = NULL;            /* the canary: no longer free */
+            return p;
+        }
+    }
+    return malloc_slow(n);
+}
+
+LFGC_EXPORT void *lfgc_calloc(size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = lfgc_malloc(n);
+    /* Large objects come zeroed: fresh spans, or given back with
+     * MADV_DONTNEED when freed. */
+    if (p && n && !region_of(p)->large)
+        memset(p, 0, n);
+    return p;
+}
+
+/* Usable bytes of malloc's object at base p: its slot. */
+static size_t usable(const struct region *r)
+{
+    return r->size;
+}
+
+LFGC_EXPORT void *lfgc_realloc(void *p, size_t n)
+{
+    if (!p)
+        return lfgc_malloc(n);
+    if (n == 0) {
+        lfgc_free(p);
+        return NULL;
+    }
+    struct region *r;
+    const void *base;
+    const char *what = classify(p, &r, &base);
+    if (what) {
+        bad_pointer("realloc", p, what, base);
+        errno = EINVAL;
+        return NULL;
+    }
+    malloc_ensure();
+    size_t old = usable(r);
+    /* In place while the object fits its slot and keeps at least half of
+     * it (a large slot is reserved whole; its pages cost only when
+     * touched). */
+    if (n <= old && (n > old / 2 || malloc_class(n) == (unsigned)(r - lf_regions)))
+        return p;
+    void *q = lfgc_malloc(n);
+    if (!q)
+        return NULL;
+    memcpy(q, p, old < n ? old : n);
+    free_valid(p, r);
+    return q;
+}
+
+LFGC_EXPORT void *lfgc_reallocarray(void *p, size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return lfgc_realloc(p, n);
+}
+
+/* An object of n bytes at a multiple of align (a power of two): slots lie
+ * at multiples of their size, so the first class at least n long whose
+ * size is a multiple of align gives it with no padding. */
+static void *aligned(size_t align, size_t n)
+{
+    if (align <= 16)
+        return lfgc_malloc(n);
+    malloc_ensure();
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        uint64_t s = lf_regions[c].size;
+        if (lf_regions[c].reserved && s >= n && s % align == 0)
+            return alloc_class(c, n);
+    }
+    errno = ENOMEM;
+    return NULL;
+}
+
+static bool power_of_two(size_t x)
+{
+    return x && !(x & (x - 1));
+}
+
+LFGC_EXPORT void *lfgc_memalign(size_t align, size_t n)
+{
+    /* glibc's: a non-power-of-two alignment is rounded up. */
+    if (align > ((size_t)1 << 63)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    if (!power_of_two(align))
+        align = align ? (size_t)1 << (64 - __builtin_clzll(align)) : 1;
+    return aligned(align, n);
+}
+
+LFGC_EXPORT void *lfgc_aligned_alloc(size_t align, size_t n)
+{
+    if (!power_of_two(align)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return aligned(align, n);
+}
+
+LFGC_EXPORT int lfgc_posix_memalign(void **out, size_t align, size_t n)
+{
+    if (!power_of_two(align) || align % sizeof(void *) != 0)
+        return EINVAL;
+    int saved = errno;
+    void *p = aligned(align, n);
+    if (!p) {
+        errno = saved;
+        return ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+LFGC_EXPORT void *lfgc_valloc(size_t n)
+{
+    return aligned(PAGE_SIZE, n);
+}
+
+LFGC_EXPORT void *lfgc_pvalloc(size_t n)
+{
+    if (n > SIZE_MAX - PAGE_SIZE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return aligned(PAGE_SIZE, (n + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1));
+}
+
+LFGC_EXPORT size_t lfgc_malloc_usable_size(void *p)
+{
+    if (!p)
+        return 0;
+    struct region *r;
+    const void *base;
+    const char *what = classify(p, &r, &base);
+    if (what) {
+        bad_pointer("malloc_usable_size", p, what, base);
+        return 0;
+    }
+    return usable(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Giving memory back                                                   */
+
+void lf_malloc_remote_taken(uint64_t bytes)
+{
+    AO_t now = AO_load(&remote_bytes);
+    while (!AO_compare_and_swap(&remote_bytes, now, now > bytes ? now - bytes : 0))
+        now = AO_load(&remote_bytes);
+}
+
+static bool scavenge(void);
+
+void lf_malloc_remote_pushed(uint64_t bytes)
+{
+    AO_t now = AO_fetch_and_add(&remote_bytes, bytes) + bytes;
+    uint64_t heap = __atomic_load_n(&lf_malloc_heap_bytes, __ATOMIC_RELAXED);
+    uint64_t bound = heap / 4 > ((uint64_t)4 << 20) ? heap / 4 : (uint64_t)4 << 20;
+    if (now >= bound) {
+        lock();
+        scavenge();
+        unlock();
+    }
+}
+
+static void bits_set(uint64_t *bits, uint64_t i, bool on)
+{
+    if (on)
+        bits[i >> 6] |= 1ull << (i & 63);
+    else
+        bits[i >> 6] &= ~(1ull << (i & 63));
+}
+
+static bool bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
+{
+    for (uint64_t i = from; i < to; i++)
+        if (!((bits[i >> 6] >> (i & 63)) & 1))
+            return false;
+    return true;
+}
+
+static void bits_clear(uint64_t *bits, uint64_t from, uint64_t to)
+{
+    for (uint64_t i = from; i < to; i++)
+        bits_set(bits, i, false);
+}
+
+/* Spans of malloc's small kind whose every slot is on the class's global
+ * list (remote stacks emptied into it) go back to the OS.  Lock held.
+ * The mark bits of these spans serve as scratch: malloc's spans are never
+ * swept, and a collection (which may have marked some of their slots)
+ * runs only with the lock.  Slots in thread caches, or not yet linked by
+ * a thread's cursor, keep their span. */
+static bool scavenge(void)
+{
+    unsigned kind = lf_malloc_small_kind;
+    bool released = false;
+    AO_store(&remote_bytes, 0);
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        struct class_kind *ck = class_kind_of(c, kind);
+        if (!r->mapped)
+            continue;
+        if (AO_load(&ck->remote)) {
+            void **head = (void **)__atomic_exchange_n(&ck->remote, 0, __ATOMIC_ACQ_REL);
+            if (head) {
+                void **tail = head;
+                uint32_t n = 1;
+                for (void **next; (next = link_decode(tail[0])); tail = next)
+                    n++;
+                tail[0] = link_encode(ck->free);
+                ck->free = head;
+                ck->free_count += n;
+            }
+        }
+        if (!ck->free)
+            continue;
+        uint64_t ours = 0;
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            struct span *s = &r->spans[j];
+            if (s->state != SPAN_UNUSED && s->kind == kind) {
+                uint64_t qa, qb;
+                lf_span_slots(r, j, &qa, &qb);
+                bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
+                ours++;
+            }
+        }
+        for (void **p = ck->free; p; p = link_decode(p[0]))
+            bits_set(r->mark_bits, lowfat_slot_number(p) - r->q0, true);
+        uint64_t empty = 0;
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            struct span *s = &r->spans[j];
+            s->old = 0;
+            if (s->state == SPAN_UNUSED || s->kind != kind)
+                continue;
+            uint64_t qa, qb;
+            lf_span_slots(r, j, &qa, &qb);
+            if (bits_all(r->mark_bits, qa - r->q0, qb - r->q0)) {
+                s->old = 1;             /* to go: its slots leave the list */
+                empty++;
+            }
+        }
+        if (!empty)
+            goto clear;
+        /* The list without the slots of the spans that go. */
+        void **keep = NULL, **keep_tail = NULL;
+        uint32_t kept = 0;
+        for (void **p = ck->free, **next; p; p = next) {
+            next = link_decode(p[0]);
+            if (r->spans[span_index_of(r, (uintptr_t)p)].old)
+                continue;
+            p[0] = link_encode(NULL);
+            if (keep_tail)
+                keep_tail[0] = link_encode(p);
+            else
+                keep = p;
+            keep_tail = p;
+            kept++;
+        }
+        ck->free = keep;
+        ck->free_count = kept;
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            struct span *s = &r->spans[j];
+            if (!s->old)
+                continue;
+            s->old = 0;
+            uint64_t qa, qb;
+            lf_span_slots(r, j, &qa, &qb);
+            bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
+            lf_span_free(r, s);
+            lf_malloc_heap_bytes -= CHUNK_SIZE;
+            /* lf_span_free pooled it, at the head: give its pages back. */
+            r->pool = s->next;
+            lf_span_release(r, s);
+            released = true;
+        }
+    clear:
+        for (void **p = ck->free; p; p = link_decode(p[0]))
+            bits_set(r->mark_bits, lowfat_slot_number(p) - r->q0, false);
+        (void)ours;
+    }
+    return released;
+}
+
+LFGC_EXPORT int lfgc_malloc_trim(size_t pad)
+{
+    (void)pad;
+    if (!lf_heap_initialized)
+        return 0;
+    malloc_ensure();
+    lock();
+    bool released = scavenge();
+    unlock();
+    return released;
+}
+
+/* ------------------------------------------------------------------ */
+/* Figures                                                              */
+
+LFGC_EXPORT struct mallinfo2 lfgc_mallinfo2(void)
+{
+    struct mallinfo2 mi;
+    memset(&mi, 0, sizeof mi);
+    if (!lf_heap_initialized)
+        return mi;
+    lock();
+    uint64_t free_bytes = 0, free_slots = 0, large = 0, large_bytes = 0;
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        if (!r->mapped)
+            continue;
+        if (c < NUM_SMALL_CLASSES) {
+            struct class_kind *ck = class_kind_of(c, lf_malloc_small_kind);
+            free_slots += ck->free_count;
+            free_bytes += (uint64_t)ck->free_count * r->size;
+            continue;
+        }
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            struct span *s = &r->spans[j];
+            if (s->state != SPAN_UNUSED && s->kind == KIND_MALLOC_LARGE) {
+                large++;
+                large_bytes += s->obj_bytes;
+            }
+        }
+    }
+    free_bytes += AO_load(&remote_bytes);
+    uint64_t heap = lf_malloc_heap_bytes;
+    unlock();
+    mi.arena = heap - large_bytes;
+    mi.ordblks = free_slots;
+    mi.hblks = large;
+    mi.hblkhd = large_bytes;
+    mi.fordblks = free_bytes < mi.arena ? free_bytes : mi.arena;
+    mi.uordblks = mi.arena - mi.fordblks + large_bytes;
+    mi.fsmblks = 0;
+    mi.keepcost = 0;
+    return mi;
+}
+
+LFGC_EXPORT struct mallinfo lfgc_mallinfo(void)
+{
+    struct mallinfo2 m = lfgc_mallinfo2();
+    struct mallinfo mi;
+    memset(&mi, 0, sizeof mi);
+    mi.arena = (int)m.arena;
+    mi.ordblks = (int)m.ordblks;
+    mi.hblks = (int)m.hblks;
+    mi.hblkhd = (int)m.hblkhd;
+    mi.uordblks = (int)m.uordblks;
+    mi.fordblks = (int)m.fordblks;
+    return mi;
+}
+
+/* ------------------------------------------------------------------ */
+/* Hardened mode: randomised list order                                 */
+
+static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
+
+static uint64_t rng_next(void)
+{
+    uint64_t x = rng_state;
+    if (!x)
+        x = lf_free_canary ^ (uintptr_t)&rng_state ^ lf_now_ns();
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    rng_state = x;
+    return x;
+}
+
+/* A freed slot goes in at a random place among the first few of the
+ * list, so that the next allocations do not come in the reverse order of
+ * the frees. */
+void lf_malloc_insert_random(void **head, void *p)
+{
+    void **at = *head;
+    unsigned k = (unsigned)(rng_next() % 8);
+    if (k == 0) {
+        slot_make_free(p, at);
+        *head = p;
+        return;
+    }
+    while (--k && link_decode(at[0]))
+        at = link_decode(at[0]);
+    slot_make_free(p, link_decode(at[0]));
+    at[0] = link_encode(p);
+}
+
+/* A refilled list in a random order (Fisher-Yates over its first 256). */
+void lf_malloc_shuffle_list(void **head)
+{
+    void *v[256];
+    size_t n = 0;
+    for (void **p = *head; p && n < 256; p = link_decode(p[0]))
+        v[n++] = p;
+    if (n < 2)
+        return;
+    void *rest = link_decode(((void **)v[n - 1])[0]);
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(rng_next() % (i + 1));
+        void *t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        ((void **)v[i])[0] = link_encode(i + 1 < n ? v[i + 1] : rest);
+    *head = v[0];
+}

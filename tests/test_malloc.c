@@ -1,0 +1,632 @@
+/* test_malloc.c: manual mode, liblfgc-malloc as the process's malloc.
+ *
+ * This program is linked with liblfgc-malloc: every malloc in it,
+ * Criterion's included, is lfgc's.  Bad pointers are tried in forked
+ * children whose stderr is read back.
+ */
+#include "test_util.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+#include "lfgc_malloc.h"
+
+/* Each function: every size class, content kept, the low-fat API agrees. */
+static void check_object(void *p, size_t n)
+{
+    cr_assert(p, "malloc(%zu) failed", n);
+    cr_assert(lowfat_is_heap_ptr(p), "malloc(%zu) = %p is not a low-fat heap pointer", n, p);
+    cr_assert_eq((uintptr_t)p % 16, 0, "malloc(%zu) = %p not 16-aligned", n, p);
+    cr_assert_eq(lowfat_base(p), p);
+    cr_assert_geq(malloc_usable_size(p), n);
+    cr_assert_eq(malloc_usable_size(p), lowfat_usable_size(p));
+    cr_assert_eq(malloc_usable_size(p), lowfat_size(p));
+    if (n) {
+        char *q = (char *)p + n - 1;
+        cr_assert_eq(lowfat_base(q), p);
+        cr_assert_eq(lowfat_offset(q), n - 1);
+        cr_assert_eq(lowfat_usable_size(q), lowfat_size(p) - (n - 1));
+    }
+}
+
+Test(malloc, sizes_and_lowfat_api)
+{
+    static const size_t sizes[] = { 0, 1, 15, 16, 17, 100, 512, 513, 4096, 12288, 12289,
+                                    16384, 65536, 65537, 1 << 20, (1 << 20) + 1 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        unsigned char *p = malloc(n);
+        check_object(p, n);
+        memset(p, (int)(i + 1), n);
+        for (size_t k = 0; k < n; k++)
+            cr_assert_eq(p[k], (unsigned char)(i + 1));
+        free(p);
+    }
+    /* The smallest class fits 16 bytes: malloc adds no byte to requests. */
+    void *p = malloc(16);
+    cr_assert_eq(lowfat_size(p), 16);
+    free(p);
+    free(NULL);
+}
+
+Test(malloc, calloc_zeroes_reused_memory)
+{
+    /* Dirty the slots and large spans first, then calloc them back. */
+    static const size_t sizes[] = { 24, 1000, 12000, 100000, 3 << 20 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        void *v[64];
+        for (int k = 0; k < 64; k++) {
+            v[k] = malloc(n);
+            memset(v[k], 0xa5, n);
+        }
+        for (int k = 0; k < 64; k++)
+            free(v[k]);
+        for (int k = 0; k < 64; k++) {
+            unsigned char *q = calloc(1, n);
+            check_object(q, n);
+            for (size_t b = 0; b < n; b++)
+                cr_assert_eq(q[b], 0, "calloc(1, %zu) byte %zu is %#x", n, b, q[b]);
+            v[k] = q;
+        }
+        for (int k = 0; k < 64; k++)
+            free(v[k]);
+    }
+}
+
+Test(malloc, realloc_keeps_content)
+{
+    size_t n = 1;
+    unsigned char *p = realloc(NULL, n);
+    p[0] = 0;
+    /* Grow through small and large classes, then shrink. */
+    while (n < (4 << 20)) {
+        size_t m = n * 3 + 7;
+        p = realloc(p, m);
+        check_object(p, m);
+        for (size_t k = 0; k < n; k++)
+            cr_assert_eq(p[k], (unsigned char)k, "realloc lost byte %zu of %zu", k, n);
+        for (size_t k = n; k < m; k++)
+            p[k] = (unsigned char)k;
+        n = m;
+    }
+    while (n > 10) {
+        n /= 5;
+        p = realloc(p, n);
+        check_object(p, n);
+        for (size_t k = 0; k < n; k++)
+            cr_assert_eq(p[k], (unsigned char)k);
+    }
+    /* Shrinking much moves the object to a smaller class. */
+    void *big = malloc(100000);
+    void *small = realloc(big, 100);
+    cr_assert_leq(malloc_usable_size(small), 128);
+    errno = 0;
+    cr_assert_null(realloc(small, 0));
+    void *q = reallocarray(NULL, 10, 10);
+    check_object(q, 100);
+    free(q);
+}
+
+Test(malloc, alignment)
+{
+    for (size_t a = 1; a <= (1 << 21); a <<= 1) {
+        static const size_t sizes[] = { 0, 1, 100, 5000, 70000 };
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+            size_t n = sizes[i];
+            void *p = memalign(a, n);
+            check_object(p, n);
+            cr_assert_eq((uintptr_t)p % a, 0, "memalign(%zu, %zu) = %p", a, n, p);
+            free(p);
+            p = aligned_alloc(a, n);
+            check_object(p, n);
+            cr_assert_eq((uintptr_t)p % a, 0, "aligned_alloc(%zu, %zu) = %p", a, n, p);
+            free(p);
+            if (a >= sizeof(void *)) {
+                p = NULL;
+                cr_assert_eq(posix_memalign(&p, a, n), 0);
+                check_object(p, n);
+                cr_assert_eq((uintptr_t)p % a, 0, "posix_memalign(%zu, %zu) = %p", a, n, p);
+                free(p);
+            }
+        }
+    }
+    void *p = valloc(10);
+    check_object(p, 10);
+    cr_assert_eq((uintptr_t)p % 4096, 0);
+    free(p);
+    p = pvalloc(10);
+    check_object(p, 4096);
+    cr_assert_eq((uintptr_t)p % 4096, 0);
+    free(p);
+    /* glibc's memalign rounds an odd alignment up. */
+    p = memalign(48, 10);
+    cr_assert_eq((uintptr_t)p % 64, 0);
+    free(p);
+}
+
+/* Through volatile, so that the compiler does not refuse the calls. */
+static volatile size_t v_max = SIZE_MAX, v_half = SIZE_MAX / 2, v_2_33 = (size_t)1 << 33,
+                       v_2_40 = (size_t)1 << 40;
+
+Test(malloc, impossible_requests)
+{
+    errno = 0;
+    cr_assert_null(malloc(v_max));
+    cr_assert_eq(errno, ENOMEM);
+    errno = 0;
+    cr_assert_null(malloc(v_2_40));
+    cr_assert_eq(errno, ENOMEM);
+    errno = 0;
+    cr_assert_null(calloc(v_half, 3));
+    cr_assert_eq(errno, ENOMEM);
+    errno = 0;
+    cr_assert_null(calloc(v_2_33, v_2_33));
+    cr_assert_eq(errno, ENOMEM);
+    /* Called through pointers: GCC takes p for freed after the calls. */
+    void *(*volatile reallocarray_f)(void *, size_t, size_t) = reallocarray;
+    void *(*volatile realloc_f)(void *, size_t) = realloc;
+    void *p = malloc(10);
+    strcpy(p, "kept");
+    errno = 0;
+    cr_assert_null(reallocarray_f(p, v_half, 3));
+    cr_assert_eq(errno, ENOMEM);
+    cr_assert_str_eq(p, "kept");
+    errno = 0;
+    cr_assert_null(realloc_f(p, v_max - 10));
+    cr_assert_eq(errno, ENOMEM);
+    cr_assert_str_eq(p, "kept");
+    free(p);
+    errno = 0;
+    cr_assert_null(aligned_alloc(3, 10));
+    cr_assert_eq(errno, EINVAL);
+    errno = 0;
+    cr_assert_null(aligned_alloc(0, 10));
+    cr_assert_eq(errno, EINVAL);
+    void *q = (void *)1;
+    cr_assert_eq(posix_memalign(&q, 4, 10), EINVAL);
+    cr_assert_eq(posix_memalign(&q, 24, 10), EINVAL);
+    cr_assert_eq(posix_memalign(&q, (size_t)1 << 40, 10), ENOMEM);
+    cr_assert_eq(q, (void *)1, "posix_memalign changed *out on failure");
+    errno = 0;
+    cr_assert_null(memalign((size_t)1 << 63 | 1, 10));
+    cr_assert_eq(errno, EINVAL);
+    errno = 0;
+    cr_assert_null(pvalloc(v_max - 100));
+    cr_assert_eq(errno, ENOMEM);
+}
+
+/* ------------------------------------------------------------------ */
+/* Bad pointers, in forked children                                     */
+
+static int global_object[8];
+
+enum bad { BAD_INTERIOR, BAD_STACK, BAD_GLOBAL, BAD_FOREIGN, BAD_DOUBLE, BAD_DOUBLE_LARGE,
+           BAD_GC_OBJECT };
+
+/* Free (or realloc, or ask the size of) a bad pointer in a child;
+ * return its stderr and how it ended, and the pointer in *pp. */
+static void run_bad(enum bad what, int call, const char *mode, char *out, size_t outlen,
+                    int *status, void **pp)
+{
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    int pp_fd[2];
+    cr_assert_eq(pipe(pp_fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fd[1], 2);
+        if (mode)
+            setenv("LFGC_MALLOC_ERRORS", mode, 1);
+        else
+            unsetenv("LFGC_MALLOC_ERRORS");
+        int local[4] = { 0 };
+        char *obj = malloc(100);
+        char *large = malloc(200000);
+        strcpy(obj, "intact");
+        void *p;
+        switch (what) {
+        case BAD_INTERIOR: p = obj + 16; break;
+        case BAD_STACK:    p = local; break;
+        case BAD_GLOBAL:   p = global_object; break;
+        case BAD_FOREIGN:
+            p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            break;
+        case BAD_DOUBLE:   free(obj); p = obj; break;
+        case BAD_DOUBLE_LARGE: free(large); p = large; break;
+        default:           p = GC_malloc_uncollectable(32); break;
+        }
+        ssize_t w = write(pp_fd[1], &p, sizeof p);
+        (void)w;
+        void *r = NULL;
+        size_t sz = 0;
+        if (call == 0)
+            free(p);
+        else if (call == 1)
+            r = realloc(p, 50);
+        else
+            sz = malloc_usable_size(p);
+        /* Survived (warn, ignore): the heap is sound. */
+        if (r || sz != 0)
+            _exit(3);
+        char *a = malloc(100), *b = malloc(100);
+        if (what != BAD_DOUBLE && strcmp(obj, "intact") != 0)
+            _exit(4);
+        if (a == b || (what == BAD_DOUBLE && (a == b)))
+            _exit(5);
+        free(a);
+        free(b);
+        (void)local[0];
+        _exit(0);
+    }
+    close(fd[1]);
+    close(pp_fd[1]);
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < outlen && (n = read(fd[0], out + got, outlen - 1 - got)) > 0)
+        got += (size_t)n;
+    out[got] = 0;
+    close(fd[0]);
+    *pp = NULL;
+    n = read(pp_fd[0], pp, sizeof *pp);
+    close(pp_fd[0]);
+    cr_assert_eq(waitpid(pid, status, 0), pid);
+}
+
+static void expect_abort(enum bad what, int call, const char *fn, const char *words)
+{
+    char out[1024], want[64];
+    int status;
+    void *p;
+    run_bad(what, call, NULL, out, sizeof out, &status, &p);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+              "%s of a bad pointer (%d) did not abort (status %#x); stderr: %s", fn, what,
+              status, out);
+    snprintf(want, sizeof want, "lfgc-malloc: %s(%p): ", fn, p);
+    cr_assert(strstr(out, want), "message lacks \"%s\": %s", want, out);
+    cr_assert(strstr(out, words), "message lacks \"%s\": %s", words, out);
+    cr_assert(strchr(out, '\n') == out + strlen(out) - 1, "not one line: %s", out);
+    /* warn: the same line, and the child goes on with its heap intact. */
+    run_bad(what, call, "warn", out, sizeof out, &status, &p);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "%s of a bad pointer (%d) with warn: status %#x; stderr: %s", fn, what, status,
+              out);
+    cr_assert(strstr(out, words) && strstr(out, "ignored"), "warn: %s", out);
+    run_bad(what, call, "ignore", out, sizeof out, &status, &p);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "%s of a bad pointer (%d) with ignore: status %#x; stderr: %s", fn, what,
+              status, out);
+    cr_assert_str_empty(out, "ignore printed: %s", out);
+}
+
+Test(malloc_errors, interior_pointer)
+{
+    expect_abort(BAD_INTERIOR, 0, "free", "interior pointer");
+    expect_abort(BAD_INTERIOR, 1, "realloc", "interior pointer");
+    expect_abort(BAD_INTERIOR, 2, "malloc_usable_size", "interior pointer");
+}
+
+Test(malloc_errors, stack_address)
+{
+    expect_abort(BAD_STACK, 0, "free", "stack address");
+    expect_abort(BAD_STACK, 1, "realloc", "stack address");
+}
+
+Test(malloc_errors, global_address)
+{
+    expect_abort(BAD_GLOBAL, 0, "free", "global");
+    expect_abort(BAD_GLOBAL, 1, "realloc", "global");
+}
+
+Test(malloc_errors, foreign_pointer)
+{
+    expect_abort(BAD_FOREIGN, 0, "free", "not allocated by lfgc");
+    expect_abort(BAD_FOREIGN, 1, "realloc", "not allocated by lfgc");
+}
+
+Test(malloc_errors, double_free)
+{
+    expect_abort(BAD_DOUBLE, 0, "free", "already freed");
+    expect_abort(BAD_DOUBLE, 1, "realloc", "already freed");
+    expect_abort(BAD_DOUBLE_LARGE, 0, "free", "already freed");
+}
+
+Test(malloc_errors, collector_object)
+{
+    expect_abort(BAD_GC_OBJECT, 0, "free", "collector");
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads                                                              */
+
+#define XFER_SLOTS 1024
+struct xfer {
+    void *volatile slot[XFER_SLOTS];
+    size_t rounds;
+};
+
+static uint64_t sum_of(const unsigned char *p, size_t n)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i++)
+        s = s * 31 + p[i];
+    return s;
+}
+
+/* Producer: objects tagged with their size and a checksum. */
+static void *producer(void *arg)
+{
+    struct xfer *x = arg;
+    for (size_t r = 0; r < x->rounds; r++) {
+        for (size_t i = 0; i < XFER_SLOTS; i++) {
+            size_t n = 16 + (r * 7 + i * 13) % 700;
+            unsigned char *p = malloc(n);
+            for (size_t k = 16; k < n; k++)
+                p[k] = (unsigned char)(k + r);
+            ((uint64_t *)p)[0] = n;
+            ((uint64_t *)p)[1] = sum_of(p + 16, n - 16);
+            while (__atomic_load_n(&x->slot[i], __ATOMIC_ACQUIRE))
+                sched_yield();
+            __atomic_store_n(&x->slot[i], p, __ATOMIC_RELEASE);
+        }
+    }
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    struct xfer *x = arg;
+    for (size_t r = 0; r < x->rounds; r++) {
+        for (size_t i = 0; i < XFER_SLOTS; i++) {
+            unsigned char *p;
+            while (!(p = __atomic_load_n(&x->slot[i], __ATOMIC_ACQUIRE)))
+                sched_yield();
+            __atomic_store_n(&x->slot[i], NULL, __ATOMIC_RELEASE);
+            size_t n = ((uint64_t *)p)[0];
+            if (((uint64_t *)p)[1] != sum_of(p + 16, n - 16))
+                return (void *)1;
+            free(p);
+        }
+    }
+    return NULL;
+}
+
+Test(malloc_threads, cross_thread_free)
+{
+    static struct xfer x;
+    x.rounds = 200;
+    struct mallinfo2 before = mallinfo2();
+    pthread_t a, b;
+    pthread_create(&a, NULL, producer, &x);
+    pthread_create(&b, NULL, consumer, &x);
+    void *ra, *rb;
+    pthread_join(a, &ra);
+    pthread_join(b, &rb);
+    cr_assert_null(rb, "an object changed between its producer and its consumer");
+    /* 200 rounds of up to 1024 live objects: the consumer's frees came back
+     * to the producer, or the heap would hold all 200 * 1024. */
+    struct mallinfo2 after = mallinfo2();
+    cr_assert_lt(after.arena, before.arena + 16 * MiB,
+                 "heap grew from %zu to %zu bytes: cross-thread frees not reused",
+                 before.arena, after.arena);
+}
+
+static void *churn_and_exit(void *arg)
+{
+    (void)arg;
+    void *v[256];
+    for (int r = 0; r < 20; r++) {
+        for (int i = 0; i < 256; i++)
+            v[i] = malloc(32 + (size_t)(i % 8) * 100);
+        for (int i = 0; i < 256; i++)
+            free(v[i]);
+    }
+    return NULL;
+}
+
+Test(malloc_threads, exiting_threads_return_caches)
+{
+    struct mallinfo2 before = mallinfo2();
+    for (int t = 0; t < 200; t++) {
+        pthread_t th;
+        pthread_create(&th, NULL, churn_and_exit, NULL);
+        pthread_join(th, NULL);
+    }
+    /* Each thread leaves its free slots to the next: the heap does not
+     * grow by a thread's worth per thread. */
+    struct mallinfo2 after = mallinfo2();
+    cr_assert_lt(after.arena, before.arena + 8 * MiB, "heap grew from %zu to %zu bytes",
+                 before.arena, after.arena);
+}
+
+static volatile int stop_workers;
+
+static void *fork_worker(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&stop_workers, __ATOMIC_RELAXED)) {
+        void *v[64];
+        for (int i = 0; i < 64; i++)
+            v[i] = malloc(16 + (size_t)i * 40);
+        for (int i = 0; i < 64; i++)
+            free(v[i]);
+        free(malloc(100000));
+    }
+    return NULL;
+}
+
+Test(malloc_threads, fork_with_threads, .timeout = 60)
+{
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&th[i], NULL, fork_worker, NULL);
+    for (int k = 0; k < 100; k++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            /* Only this thread exists here: its allocator must work. */
+            alarm(10);
+            for (int i = 0; i < 1000; i++)
+                free(malloc((size_t)i * 8));
+            free(malloc(1 << 20));
+            _exit(0);
+        }
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "child %d after fork: status %#x (deadlock: SIGALRM)", k, status);
+    }
+    stop_workers = 1;
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Memory goes back to the OS                                           */
+
+static size_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, rss = 0;
+    cr_assert(f && fscanf(f, "%lu %lu", &size, &rss) == 2);
+    fclose(f);
+    return rss * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+Test(malloc_rss, bulk_free_returns_memory)
+{
+    const size_t total = 256 * MiB;
+    static const size_t sizes[] = { 48, 200, 1000, 4000, 100000 };
+    size_t nobj = 0;
+    for (size_t i = 0; i < 5; i++)
+        nobj += total / 5 / sizes[i];
+    void **v = mmap(NULL, nobj * sizeof *v, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(v, 0, nobj * sizeof *v);        /* resident before, not after */
+    size_t before = rss_bytes(), k = 0;
+    for (size_t i = 0; i < 5; i++)
+        for (size_t n = 0; n < total / 5 / sizes[i]; n++) {
+            v[k] = malloc(sizes[i]);
+            memset(v[k++], 1, sizes[i]);
+        }
+    size_t full = rss_bytes();
+    cr_assert_gt(full, before + total * 9 / 10, "working set not resident: %zu -> %zu", before,
+                 full);
+    for (size_t i = 0; i < k; i++)
+        free(v[i]);
+    size_t freed = rss_bytes();
+    /* All but a few MiB (thread caches, the last frees not yet past the
+     * scavenging threshold) back to the OS, without malloc_trim. */
+    cr_assert_lt(freed, before + 16 * MiB,
+                 "RSS %zu MiB before, %zu MiB with 256 MiB allocated, %zu MiB after freeing it",
+                 before >> 20, full >> 20, freed >> 20);
+    malloc_trim(0);
+    size_t trimmed = rss_bytes();
+    cr_assert_leq(trimmed, freed);
+    munmap(v, nobj * sizeof *v);
+}
+
+Test(malloc_rss, mallinfo_figures)
+{
+    malloc_trim(0);
+    struct mallinfo2 a = mallinfo2();
+    void *v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = malloc(1000);
+    void *big = malloc(10 * MiB);
+    memset(big, 1, 10 * MiB);       /* or GCC drops the malloc and the free */
+    struct mallinfo2 b = mallinfo2();
+    /* Less what the thread's cache held (counted as in use) before. */
+    cr_assert_geq(b.uordblks, a.uordblks + 1000 * 1000 + 10 * MiB - 64 * KiB,
+                  "in use %zu -> %zu after 11 MB", a.uordblks, b.uordblks);
+    cr_assert_geq(b.hblkhd, a.hblkhd + 10 * MiB);
+    cr_assert_eq(b.hblks, a.hblks + 1);
+    for (int i = 0; i < 1000; i++)
+        free(v[i]);
+    free(big);
+    malloc_trim(0);
+    struct mallinfo2 c = mallinfo2();
+    cr_assert_lt(c.uordblks, b.uordblks - 10 * MiB);
+    cr_assert_eq(c.hblks, a.hblks);
+}
+
+/* ------------------------------------------------------------------ */
+/* No collection machinery in a malloc-only process                     */
+
+Test(malloc_mode, no_collector_machinery)
+{
+    /* In a child of our own, which has only this thread. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 10000; i++)
+            free(malloc((size_t)i));
+        struct sigaction sa;
+        sigaction(SIGPWR, NULL, &sa);
+        if (sa.sa_handler != SIG_DFL)
+            _exit(2);
+        sigaction(SIGXCPU, NULL, &sa);
+        if (sa.sa_handler != SIG_DFL)
+            _exit(3);
+        FILE *f = fopen("/proc/self/status", "r");
+        char line[256];
+        int threads = -1;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "Threads: %d", &threads) == 1)
+                break;
+        fclose(f);
+        _exit(threads == 1 ? 0 : 4);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "malloc-only process: status %#x (2, 3: a signal handler, 4: a thread)", status);
+}
+
+/* With the collector on in the same process: one heap; malloc's objects
+ * are neither collected nor scanned. */
+static uintptr_t hidden_malloced[64];
+
+static TU_NOINLINE void make_malloced(void)
+{
+    for (int i = 0; i < 64; i++) {
+        unsigned char *p = malloc(100 + (size_t)i * 50);
+        memset(p, i, 100 + (size_t)i * 50);
+        hidden_malloced[i] = GC_HIDE_POINTER(p);
+    }
+}
+
+static TU_NOINLINE uintptr_t make_gc_referenced_only_from_malloc(void **holder)
+{
+    void *g = GC_malloc(64);
+    *holder = g;
+    return GC_HIDE_POINTER(g);
+}
+
+Test(malloc_mode, with_collector)
+{
+    GC_INIT();
+    make_malloced();
+    void **holder = malloc(sizeof(void *));
+    uintptr_t hg = make_gc_referenced_only_from_malloc(holder);
+    GC_disable();
+    GC_enable();
+    for (int r = 0; r < 3; r++)
+        tu_collect();
+    for (int i = 0; i < 64; i++) {
+        unsigned char *p = GC_REVEAL_POINTER(hidden_malloced[i]);
+        cr_assert(lfgc_is_live(p), "malloc'ed object %d collected", i);
+        for (size_t k = 0; k < 100 + (size_t)i * 50; k++)
+            cr_assert_eq(p[k], i, "malloc'ed object %d changed", i);
+        free(p);
+    }
+    /* Not scanned: the collector object held only by malloc'ed memory went. */
+    cr_assert_not(lfgc_is_live(GC_REVEAL_POINTER(hg)),
+                  "malloc'ed memory was scanned: its referent survived");
+    free(holder);
+}
