@@ -159,6 +159,9 @@ static enum lfgc_slot_state slot_state_in(const struct region *r, const struct s
     if (r->large)
         return LFGC_SLOT_ALLOCATED;     /* dead large objects are freed at once */
     uint64_t bit = q - r->q0;
+    /* malloc's: free ones show the canary; no sweep, no allocated bit. */
+    if (lf_kinds[s->kind].manual)
+        return slot_is_free((void *)(q * r->size)) ? LFGC_SLOT_FREE : LFGC_SLOT_ALLOCATED;
     if (lf_kinds[s->kind].uncollectable)
         return bit_get(r->alloc_bits, bit) ? LFGC_SLOT_ALLOCATED : LFGC_SLOT_FREE;
     if (slot_is_free((void *)(q * r->size)))
@@ -202,6 +205,9 @@ static int walk_slots(slot_fn fn, void *arg)
 {
     for_each_span_in_use(it) {
         struct region *r = it.r;
+        /* malloc's objects (manual mode) are not the collector's. */
+        if (lf_kinds[it.s->kind].manual)
+            continue;
         uint64_t qa, qb, from = UINT64_MAX;
         lf_span_slots(r, it.j, &qa, &qb);
         size_t bytes = r->large ? it.s->obj_bytes : r->size;
@@ -407,7 +413,7 @@ static uint64_t verify_spans(struct verify *v, uint64_t *heap_sum, uint64_t *rel
             } else {
                 *heap_sum += (uint64_t)r->span_chunks << CHUNK_SHIFT;
             }
-            if (v->after && !kd->uncollectable) {
+            if (v->after && !kd->uncollectable && !kd->manual) {
                 /* The sweep just counted the marks: none frees the span, all
                  * of them leave it swept, some put it on an unswept list. */
                 uint64_t n = 0;
