@@ -370,6 +370,8 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
     return (void *)base;
 }
 
+static size_t object_size(const struct region *r, const void *p);
+
 static void set_alloc_bit(struct region *r, void *p, bool on)
 {
     uint64_t bit = lowfat_slot_number(p) - r->q0;
@@ -470,8 +472,11 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
         ck->free_count = (uint32_t)(n - 1);
         count_allocated(r->size);
     }
-    if (p && lf_kinds[kind].uncollectable)
+    if (p && lf_kinds[kind].uncollectable) {
         set_alloc_bit(r, p, true);
+        /* bdwgc's count of explicitly managed bytes, which programs read. */
+        GC_non_gc_bytes += object_size(r, p);
+    }
     return p;
 }
 
@@ -1062,8 +1067,6 @@ static bool check_base(void *p, struct region **rp, struct span **sp)
     return true;
 }
 
-static size_t object_size(const struct region *r, const void *p);
-
 /* Free the object at p, lock held (also for a disclaim procedure's
  * object, after a collection).  False when p is no object's base. */
 bool lf_free_held(void *p)
@@ -1076,6 +1079,11 @@ bool lf_free_held(void *p)
     unsigned c = (unsigned)(r - lf_regions);
     if (lf_finalize_entries())
         lf_finalize_forget(p, object_size(r, p));
+    if (lf_kinds[kind].uncollectable &&
+        (r->large || bit_get(r->alloc_bits, lowfat_slot_number(p) - r->q0))) {
+        size_t n = object_size(r, p);
+        GC_non_gc_bytes = GC_non_gc_bytes > n ? GC_non_gc_bytes - n : 0;
+    }
     if (unlikely(lf_disclaim_tracked[kind]))
         lf_disclaim_track(p, false);
     if (r->large) {

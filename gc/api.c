@@ -51,7 +51,9 @@ void lf_find_leak_init(void)
                 "collecting normally%s\n", (uintptr_t)"");
     }
 }
-LFGC_EXPORT LF_UNSCANNED int GC_full_freq = 19;
+/* Minor collections between full ones, at most (policy.c); bdwgc's 19 is
+ * its own policy's. */
+LFGC_EXPORT LF_UNSCANNED int GC_full_freq = 64;
 LFGC_EXPORT LF_UNSCANNED int GC_use_entire_heap;
 LFGC_EXPORT LF_UNSCANNED int GC_quiet;
 LFGC_EXPORT LF_UNSCANNED unsigned long GC_time_limit;

@@ -163,6 +163,8 @@ LFGC_EXPORT void *GC_generate_random_valid_address(void)
 LFGC_EXPORT void GC_print_backtrace(void *p)
 {
     int fd = lf_log_fd;
+    if (GC_quiet)               /* as bdwgc's GC_printf */
+        return;
     for (int depth = 0; depth < BACKTRACE_DEPTH; depth++) {
         void *base = NULL;
         size_t offset = 0;
@@ -196,6 +198,8 @@ LFGC_EXPORT void GC_generate_random_backtrace(void)
 {
     GC_gcollect();
     void *p = GC_generate_random_valid_address();
+    if (GC_quiet)
+        return;
     if (!p) {
         dprintf(lf_log_fd, "GC_generate_random_backtrace: no reachable object found\n");
         return;

@@ -399,6 +399,8 @@ LFGC_EXPORT void GC_dump_named(const char *name)
 
 LFGC_EXPORT void GC_dump_finalization(void)
 {
+    if (GC_quiet)
+        return;
     /* The tables' sizes are what GC_PRINT_STATS reports after each
      * collection; their entries are not listed. */
     dprintf(lf_log_fd, "lfgc: GC_dump_finalization lists no entries (set GC_PRINT_STATS "

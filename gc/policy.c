@@ -21,8 +21,8 @@
  * last one and traces only what is new or on written pages.  Objects
  * surviving it are thereby promoted (those of nursery spans only at the
  * next minor collection: see sweep.c and dirty.c), and dead promoted
- * objects wait for the next full collection, which comes after MAX_MINORS
- * minor ones, or once the old bytes (plus what the last minor one
+ * objects wait for the next full collection, which comes after
+ * GC_full_freq minor ones (64 by default), or once the old bytes (plus what the last minor one
  * promoted) would exceed those of the last full collection by
  * 1/PROMOTE_DIV (promoted garbage), or before the heap grows if minor
  * ones promoted at least a growth step since the last full one, or when
@@ -54,10 +54,16 @@
  * 1).  The bound caps the memory this costs, which grows with it
  * (docs/performance.md, "Policy constants"). */
 #define NURSERY_THREADS_MAX 2
-/* Minor collections between two full ones, at most: a backstop, as
- * promoted garbage is bounded by PROMOTE_DIV; low values force full
- * collections on programs whose old data does not change. */
-#define MAX_MINORS 64
+/* Minor collections between two full ones, at most: bdwgc's
+ * GC_full_freq (api.c: 64 by default, a backstop, as promoted garbage is
+ * bounded by PROMOTE_DIV; low values force full collections on programs
+ * whose old data does not change), read at each decision as bdwgc reads
+ * it, so that a program's setting before GC_init or later is honoured. */
+static unsigned max_minors(void)
+{
+    int f = GC_full_freq;
+    return f > 0 ? (unsigned)f : 0;
+}
 /* A minor collection is skipped when the bytes it would leave marked
  * exceed those of the last full one by more than 1/PROMOTE_DIV. */
 #define PROMOTE_DIV 4
@@ -100,6 +106,10 @@ void lf_policy_init(void)
     size_t div = lf_env_size("GC_FREE_SPACE_DIVISOR", 0, &found);
     if (found && div > 0)
         GC_free_space_divisor = div;
+    /* As bdwgc: a positive GC_FULL_FREQUENCY replaces GC_full_freq. */
+    size_t freq = lf_env_size("GC_FULL_FREQUENCY", 0, &found);
+    if (found && freq > 0 && freq <= INT32_MAX)
+        GC_full_freq = (int)freq;
 }
 
 static uint64_t divisor(void)
@@ -125,7 +135,7 @@ static bool want_minor(enum collect_reason why)
     if (why == COLLECT_MINOR)
         return true;
     if ((why != COLLECT_ALLOCATION && why != COLLECT_BEFORE_GROWTH) ||
-        policy.minors_since_full >= MAX_MINORS || policy.fulls_left)
+        policy.minors_since_full >= max_minors() || policy.fulls_left)
         return false;
     /* Promoted garbage takes room: bounded by a fraction of the live data. */
     uint64_t full = policy.full_ptrful + policy.full_ptrfree;

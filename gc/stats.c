@@ -220,6 +220,8 @@ LFGC_EXPORT size_t lfgc_get_pauses(uint64_t *ns, size_t max)
  * racy picture: only this thread reads the pool lists without it). */
 void lf_dump(const char *name)
 {
+    if (GC_quiet)               /* bdwgc's GC_printf prints nothing then */
+        return;
     if (name)
         dprintf(lf_log_fd, "***GC Dump %s\n", name);
     else
@@ -270,6 +272,8 @@ static const char *span_state_name(uint8_t st)
  * lock, if racy. */
 LFGC_EXPORT void GC_dump_regions(void)
 {
+    if (GC_quiet)
+        return;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)

@@ -68,11 +68,15 @@ GC_API int GC_find_leak;            /* accepted; leak mode is not supported  */
 GC_API int GC_get_find_leak(void);
 /* Warns when turning it on: lfgc has no leak-finding mode. */
 GC_API void GC_set_find_leak(int);
-GC_API int GC_full_freq;            /* accepted; every collection is full    */
-GC_API int GC_use_entire_heap;      /* accepted for compatibility            */
-GC_API int GC_quiet;                /* accepted for compatibility            */
+GC_API int GC_full_freq;            /* minor collections between full ones,
+                                       at most (64; GC_FULL_FREQUENCY)       */
+GC_API int GC_use_entire_heap;      /* accepted: lfgc always uses its whole
+                                       expanded heap before collecting       */
+GC_API int GC_quiet;                /* 1: the dumps and backtraces print
+                                       nothing (warnings still go out)       */
 GC_API unsigned long GC_time_limit; /* accepted; lfgc does not collect in steps */
-GC_API GC_word GC_non_gc_bytes;     /* bytes the client counts as not GC'd   */
+GC_API GC_word GC_non_gc_bytes;     /* bytes of uncollectable objects, kept
+                                       by their allocation and GC_free      */
 /* Bounds of every address the collector may treat as a heap pointer. */
 GC_API void *GC_least_plausible_heap_addr;
 GC_API void *GC_greatest_plausible_heap_addr;
@@ -563,14 +567,15 @@ GC_API void *GC_dlopen(const char *path, int mode);
 /* The rest of bdwgc 8.2's gc.h (docs/compatibility.md gives each
  * call's status in lfgc).                                              */
 
-/* Settings bdwgc's own policy reads: stored and returned, not used by
- * lfgc's (full-collection frequency, incremental rate, ...). */
+/* GC_full_freq and GC_non_gc_bytes (above). */
 GC_API void GC_set_full_freq(int);
 GC_API int GC_get_full_freq(void);
-GC_API void GC_set_dont_precollect(int);
-GC_API int GC_get_dont_precollect(void);
 GC_API void GC_set_non_gc_bytes(GC_word);
 GC_API GC_word GC_get_non_gc_bytes(void);
+/* Settings bdwgc's own policy reads: stored and returned, not used by
+ * lfgc's (incremental rate, ...). */
+GC_API void GC_set_dont_precollect(int);
+GC_API int GC_get_dont_precollect(void);
 GC_API void GC_set_max_prior_attempts(int);
 GC_API int GC_get_max_prior_attempts(void);
 GC_API void GC_set_min_bytes_allocd(size_t);

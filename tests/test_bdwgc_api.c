@@ -661,3 +661,120 @@ Test(bdwgc_api, disable_automatic_collection_leaves_explicit_ones)
     garbage_fill(256u << 20);
     cr_assert_gt(GC_get_gc_no(), before + 1, "automatic collection did not come back");
 }
+
+/* ------------------------------------------------------------------ */
+/* More data symbols, as bdwgc's programs write and read them          */
+
+/* GC_quiet: bdwgc's dumps print nothing. */
+Test(bdwgc_api, data_quiet_silences_dumps)
+{
+    cr_assert(!GC_is_init_called());
+    GC_quiet = 1;
+    GC_INIT();
+    GC_MALLOC(100);
+    int fd = temp_log();
+    GC_set_log_fd(fd);
+    GC_dump();
+    GC_dump_named("quiet");
+    GC_dump_regions();
+    GC_dump_finalization();
+    GC_quiet = 0;
+    GC_dump_named("loud");
+    GC_set_log_fd(2);
+    char buf[16384];
+    read_log(fd, buf, sizeof buf);
+    cr_assert(!strstr(buf, "***GC Dump quiet"), "dumped with GC_quiet set: %s", buf);
+    cr_assert(strncmp(buf, "***GC Dump loud", 15) == 0, "printed with GC_quiet set: %s", buf);
+    close(fd);
+}
+
+/* GC_non_gc_bytes counts uncollectable bytes, as bdwgc's allocator and
+ * GC_free keep it. */
+Test(bdwgc_api, data_non_gc_bytes_counts_uncollectable_objects)
+{
+    GC_INIT();
+    GC_word before = GC_non_gc_bytes;
+    void *a = GC_malloc_uncollectable(100);
+    void *b = GC_malloc_atomic_uncollectable(200000);
+    cr_assert(a && b);
+    cr_assert_eq(GC_non_gc_bytes, before + GC_size(a) + GC_size(b));
+    cr_assert_eq(GC_get_non_gc_bytes(), GC_non_gc_bytes);
+    GC_MALLOC(100);
+    cr_assert_eq(GC_non_gc_bytes, before + GC_size(a) + GC_size(b), "a collectable object counted");
+    GC_free(a);
+    cr_assert_eq(GC_non_gc_bytes, before + GC_size(b));
+    GC_free(b);
+    cr_assert_eq(GC_non_gc_bytes, before);
+}
+
+static struct node *volatile ff_root;
+
+static TU_NOINLINE void ff_live(void)
+{
+    struct node *head = NULL;
+    for (int i = 0; i < 20000; i++) {
+        struct node *n = GC_NEW(struct node);
+        cr_assert_not_null(n);
+        n->next = head;
+        head = n;
+    }
+    ff_root = head;
+}
+
+static TU_NOINLINE void ff_churn(size_t bytes)
+{
+    for (size_t done = 0; done < bytes; done += 64) {
+        void **p = GC_MALLOC(64);
+        p[0] = p;
+    }
+}
+
+/* Minor and full collections while a program allocates garbage next to
+ * old live data. */
+static void full_freq_run(unsigned long *minors, unsigned long *fulls)
+{
+    ff_live();
+    tu_collect();
+    if (!lfgc_collect_minor())
+        TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
+                "asynchronous write protection");
+    struct lfgc_stats a, b;
+    lfgc_get_stats(&a);
+    ff_churn(64u << 20);
+    lfgc_get_stats(&b);
+    *minors = (unsigned long)(b.minor_collections - a.minor_collections);
+    *fulls = (unsigned long)(b.collections - a.collections) - *minors;
+}
+
+Test(bdwgc_api, data_full_freq_before_init)
+{
+    cr_assert(!GC_is_init_called());
+    GC_full_freq = 1;
+    GC_INIT();
+    unsigned long minors, fulls;
+    full_freq_run(&minors, &fulls);
+    cr_assert_gt(minors + fulls, 10, "too few collections to tell");
+    cr_assert_leq(minors, fulls + 1, "GC_full_freq = 1 set before GC_INIT: %lu minor "
+                  "collections for %lu full ones", minors, fulls);
+    cr_assert_gt(minors, 0);
+}
+
+/* The default lets many minor collections run between full ones: what
+ * the test above tells apart. */
+Test(bdwgc_api, full_freq_default)
+{
+    GC_INIT();
+    cr_assert_eq(GC_get_full_freq(), 64);
+    unsigned long minors, fulls;
+    full_freq_run(&minors, &fulls);
+    cr_assert_gt(minors, 4 * (fulls + 1), "%lu minor collections for %lu full ones",
+                 minors, fulls);
+}
+
+Test(bdwgc_api, full_freq_from_the_environment)
+{
+    cr_assert(!GC_is_init_called());
+    setenv("GC_FULL_FREQUENCY", "3", 1);
+    GC_INIT();
+    cr_assert_eq(GC_full_freq, 3);
+}
