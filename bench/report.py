@@ -25,13 +25,14 @@ import sys
 
 SUBJECT = "lfgc"
 # Peers that are no collector but a reference point (mt_trees with no
-# collector: the machine's ceiling); left out of the geometric means, the
-# ratio plot and the list of cases where lfgc is behind.
-REFERENCE_PEERS = ("arena",)
+# collector: the machine's ceiling; in the apps mode, the plain version of
+# a low-fat application); left out of the geometric means, the ratio plot
+# and the list of cases where lfgc is behind.
+REFERENCE_PEERS = ("arena", "plain")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Order of the modes in the document; others follow alphabetically.
-MODE_ORDER = ["gc", "gc-scale", "malloc"]
+MODE_ORDER = ["gc", "gc-scale", "malloc", "apps"]
 
 
 def num(v):
@@ -490,6 +491,45 @@ def malloc_geomean_table(mode):
                     ["---", "--:", "--:", "--:", "--:"])
 
 
+APPS_WHAT = {
+    "memcpy": "2 M copies of 16..1024 B between heap buffers: "
+              "`checked_memcpy` (one `lowfat_usable_size` check per call) "
+              "vs `memcpy`",
+    "meta": "metadata of the object under a random interior pointer "
+            "(100,000 objects): `meta_of` (`lowfat_base`) vs binary search "
+            "of a sorted table of ranges",
+    "tree234": "search of every key of a 2-3-4 tree (300,000 keys): node "
+               "kind from `lowfat_size` vs from a word in the node",
+    "vec-build": "10 M push_backs onto one vector: low-fat vector vs "
+                 "{data, length, capacity}",
+    "vec-access": "sum of its items by bounds-checked index",
+    "vec-small": "1 M vectors of 3 items kept alive: peak RSS",
+}
+
+
+def apps_table(mode):
+    hdr = ["case", "what", "key", "low-fat", "plain", "low-fat / plain",
+           "peak RSS MB (low-fat / plain)"]
+    rows = []
+    for case in mode.cases():
+        a, b = mode.row(case, SUBJECT) or {}, mode.row(case, "plain") or {}
+        key = a.get("key") or b.get("key") or ""
+        va, vb = num(a.get(key)), num(b.get(key))
+        ra, rb = num(a.get("peak_rss_kb")), num(b.get("peak_rss_kb"))
+        if va is None and a.get("status") not in (None, "ok"):
+            rows.append([case, APPS_WHAT.get(case, ""), key,
+                         f"{a.get('status')}: {a.get('note', '')}", "", "",
+                         ""])
+            continue
+        unit = " (CPU)" if key == "ns_per_op" else ""
+        rows.append([case, APPS_WHAT.get(case, ""), key + unit,
+                     fkey(va), fkey(vb), fr(va / vb) if va and vb else "–",
+                     (f"{ra / 1024:.1f} / {rb / 1024:.1f}"
+                      if ra and rb else "–")])
+    return md_table(hdr, rows, ["---", "---", "---", "--:", "--:", "--:",
+                                "--:"])
+
+
 def md_table(header, rows, align=None):
     align = align or ["---"] * len(header)
     out = ["| " + " | ".join(header) + " |",
@@ -857,8 +897,25 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
         w(mode_table(rt))
         w("")
 
+    ap = modes.get("apps")
+    if ap:
+        w("## The low-fat paper's applications (`examples/`)")
+        w("")
+        w(f"Run: {meta_line(ap.meta)}.")
+        w("")
+        w("Each application of the extended API in `examples/` against "
+          "the plain way of doing the same thing, both in one program "
+          "(`bench/workloads/lowfat_apps.c`) on lfgc's malloc; the key is "
+          "the CPU time per operation of the timed part (CPU, not wall "
+          "time: the programs are single-threaded and the machine is "
+          "shared), or peak RSS. Below 1.00x the low-fat version is "
+          "better.")
+        w("")
+        w(apps_table(ap))
+        w("")
+
     for name, mode in modes.items():
-        if name in ("gc", "gc-scale", "malloc", "runtimes"):
+        if name in ("gc", "gc-scale", "malloc", "runtimes", "apps"):
             continue
         w(f"## Mode `{name}`")
         w("")

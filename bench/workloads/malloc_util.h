@@ -115,6 +115,9 @@ static inline void *mb_xmalloc(size_t n)
     return p;
 }
 
+/* Keep a value alive and opaque to the optimiser. */
+#define MB_SINK(x) __asm__ volatile("" : : "r"(x) : "memory")
+
 static inline long mb_peak_rss_kb(void)
 {
     struct rusage ru;
