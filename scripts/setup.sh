@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 packages="build-essential autoconf automake libtool pkg-config
 libatomic-ops-dev libcriterion-dev libgc-dev libjemalloc2 libmimalloc2.0
-libtcmalloc-minimal4 gnuplot-nox hyperfine time valgrind
+libtcmalloc-minimal4 gnuplot-nox hyperfine time valgrind git python3
 ecl guile-3.0 guile-3.0-dev mmv neko w3m"
 
 if ! command -v dpkg >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
