@@ -630,3 +630,31 @@ Test(malloc_mode, with_collector)
                   "malloc'ed memory was scanned: its referent survived");
     free(holder);
 }
+
+/* The free fast path's slot-base test (the reciprocal's low product)
+ * must reject every interior pointer of every small class: with errors
+ * ignored, no interior pointer may reach a free list. */
+Test(malloc_errors, fast_path_rejects_interior_pointers_of_every_class)
+{
+    setenv("LFGC_MALLOC_ERRORS", "ignore", 1);
+    void (*volatile free_f)(void *) = free;     /* GCC refuses free(p + k) */
+    for (unsigned c = 0; c < 43; c++) {
+        size_t s = tu_class_sizes[c];
+        char *p = malloc(s);
+        cr_assert_eq(lowfat_size(p), s);
+        size_t offs[] = { 1, 8, 16, s / 2, s - 16, s - 1 };
+        for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+            if (offs[i] == 0 || offs[i] >= s)
+                continue;
+            free_f(p + offs[i]);
+        }
+        cr_assert_eq(lfgc_slot_state(p), LFGC_SLOT_ALLOCATED, "class %zu: object freed", s);
+        for (int k = 0; k < 600; k++) {
+            char *q = malloc(s);
+            cr_assert_eq(lowfat_base(q), q, "class %zu: interior pointer %p handed out", s,
+                         (void *)q);
+        }
+        free(p);
+    }
+    unsetenv("LFGC_MALLOC_ERRORS");
+}
