@@ -369,6 +369,16 @@ LFGC_EXPORT int lfgc_collect_minor(void)
     return lf_entered(collect_minor_entered, 0, 0, 0) != NULL;
 }
 
+/* bdwgc starts a collection cycle here in incremental mode, and does
+ * nothing otherwise.  lfgc's nearest is its generational mode, whose
+ * collections run whole: one runs now (minor if it can). */
+LFGC_EXPORT void GC_start_incremental_collection(void)
+{
+    lf_ensure_init();
+    if (lf_dirty_enabled())
+        lf_entered(collect_minor_entered, 0, 0, 0);
+}
+
 LFGC_EXPORT void GC_enable_incremental(void)
 {
     lf_ensure_init();

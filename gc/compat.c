@@ -233,12 +233,6 @@ LFGC_EXPORT int GC_incremental_protection_needs(void)
     return 0;   /* GC_PROTECTS_NONE */
 }
 
-/* Collections are not incremental in lfgc: nothing to start (bdwgc's
- * call is a no-op outside incremental mode too). */
-LFGC_EXPORT void GC_start_incremental_collection(void)
-{
-}
-
 /* lfgc always measures collection time (GC_get_full_gc_total_time). */
 LFGC_EXPORT void GC_start_performance_measurement(void)
 {
@@ -485,14 +479,29 @@ LFGC_EXPORT void *GC_is_valid_displacement(void *p)
     return p;
 }
 
-/* A location the collector scans: a word of a heap object it scans (not
- * of a pointer-free one), the calling thread's stack, or anywhere else
- * outside the heap (static data, registered roots, other stacks: lfgc
- * scans those it knows, and does not check here which). */
+/* A location the collector scans: an aligned word of a heap object it
+ * scans (not of a pointer-free one, not past a length descriptor), of the
+ * static data or added roots (exclusions left out), or of a registered
+ * thread's stack.  Outside the heap the answer needs the lock: a caller
+ * that may hold it (GC_PTR_STORE inside GC_call_with_alloc_lock) is not
+ * made to wait, and such an address passes unchecked while another
+ * thread holds it (bdwgc: "may erroneously succeed in hard cases"). */
 LFGC_EXPORT void *GC_is_visible(void *p)
 {
-    if (!lowfat_is_heap_ptr(p))
+    if ((uintptr_t)p & (sizeof(void *) - 1)) {
+        GC_is_visible_print_proc(p);
         return p;
+    }
+    if (!lowfat_is_heap_ptr(p)) {
+        lf_ensure_init();
+        if (pthread_mutex_trylock(&lf_gc_lock) != 0)
+            return p;
+        bool seen = lf_stacks_contain((uintptr_t)p) || lf_roots_contain((uintptr_t)p);
+        unlock();
+        if (!seen)
+            GC_is_visible_print_proc(p);
+        return p;
+    }
     void *base = live_base(p);
     if (!base) {
         GC_is_visible_print_proc(p);

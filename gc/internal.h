@@ -605,6 +605,9 @@ size_t lf_roots_size(void);          /* bytes of roots seen by the last scan */
  * out) holding a value in [lo, hi), or 0: lock held, outside a
  * collection (gc_backptr.h). */
 uintptr_t lf_roots_find(uintptr_t lo, uintptr_t hi);
+/* Is p in the static data or added roots scanned (GC_is_visible)?  Lock
+ * held, outside a collection. */
+bool lf_roots_contain(uintptr_t p);
 
 /* ------------------------------------------------------------------ */
 /* Threads (threads.c)                                                 */
@@ -631,6 +634,10 @@ void lf_stacks_set_scan_start(const void *sp);   /* see lf_collect() */
 typedef void *lf_entry_fn(uintptr_t a, uintptr_t b, uintptr_t c);
 void *lf_entered(lf_entry_fn *fn, uintptr_t a, uintptr_t b, uintptr_t c);
 void lf_stacks_mark(void);
+/* Is p in a registered thread's stack, between its lowest known address
+ * (the caller's frame for the calling thread) and its base, or in its
+ * static TLS?  Lock held (GC_is_visible). */
+bool lf_stacks_contain(uintptr_t p);
 size_t lf_stacks_size(void);       /* bytes of stack seen by the last scan */
 void lf_lock_contended(void);
 /* The lock, uncontended in one atomic instruction.  A thread that must wait

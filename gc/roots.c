@@ -280,6 +280,22 @@ uintptr_t lf_roots_find(uintptr_t vlo, uintptr_t vhi)
     return at;
 }
 
+bool lf_roots_contain(uintptr_t p)
+{
+    for (size_t i = 0; i < excluded.n; i++)
+        if (p >= excluded.r[i].lo && p < excluded.r[i].hi)
+            return false;
+    bool ready = segments_ready, in = false;
+    if (!ready)
+        gather_segments();
+    for (size_t i = 0; i < segments.n && !in; i++)
+        in = p >= segments.r[i].lo && p < segments.r[i].hi;
+    for (size_t i = 0; i < user_roots.n && !in; i++)
+        in = p >= user_roots.r[i].lo && p < user_roots.r[i].hi;
+    segments_ready = ready;
+    return in;
+}
+
 size_t lf_roots_size(void)
 {
     return last_roots_bytes;

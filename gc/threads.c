@@ -766,6 +766,19 @@ void lf_stacks_set_scan_start(const void *sp)
     collected_here = true;
 }
 
+bool lf_stacks_contain(uintptr_t p)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    for (struct thread_rec *t = threads; t; t = t->next) {
+        if (state_of(t) == T_FINISHED)
+            continue;
+        uintptr_t lo = t->stack_lo ? t->stack_lo : t == tl_self ? sp : t->stack_sp;
+        if ((p >= lo && p < t->stack_bottom) || (p >= t->tls_lo && p < t->tls_hi))
+            return true;
+    }
+    return false;
+}
+
 void lf_stacks_mark(void)
 {
     struct thread_rec *me = tl_self;

@@ -604,9 +604,12 @@ GC_API int GC_get_pages_executable(void);
 #define GC_PROTECTS_STATIC_DATA 4
 #define GC_PROTECTS_STACK 8
 GC_API int GC_incremental_protection_needs(void);
-/* No-ops: lfgc's collections are not incremental, it always measures
- * collection time, and GC_init acquires nothing to give back. */
+/* In incremental (for lfgc: generational) mode, a collection now, minor
+ * if it can be (lfgc has no collection in steps to start); nothing
+ * outside it, as in bdwgc. */
 GC_API void GC_start_incremental_collection(void);
+/* No-ops: lfgc always measures collection time, and GC_init acquires
+ * nothing to give back. */
 GC_API void GC_start_performance_measurement(void);
 GC_API void GC_deinit(void);
 
@@ -672,8 +675,12 @@ GC_API void GC_dump_finalization(void);
  *   GC_is_valid_displacement(p): p is outside the heap or points into an
  *     object in use (with interior pointers off: at its start or at a
  *     registered displacement);
- *   GC_is_visible(p): the collector scans the word at p: a heap word of a
- *     scanned object; any address outside the heap passes unchecked.
+ *   GC_is_visible(p): the collector scans the aligned word at p: a word
+ *     of a scanned heap object (not pointer-free, not past a length
+ *     descriptor), of the static data or added roots (exclusions left
+ *     out), or of a registered thread's stack.  Outside the heap it needs
+ *     the lock: while another thread (or the caller) holds it, such an
+ *     address passes unchecked.
  * GC_pre_incr/GC_post_incr add how_much to *p after GC_same_obj's check
  * and return the new or the old value. */
 GC_API void *GC_same_obj(void *p, void *q);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 
 
@@ -777,4 +778,97 @@ Test(bdwgc_api, full_freq_from_the_environment)
     setenv("GC_FULL_FREQUENCY", "3", 1);
     GC_INIT();
     cr_assert_eq(GC_full_freq, 3);
+}
+
+/* ------------------------------------------------------------------ */
+/* GC_is_visible outside the heap                                       */
+
+static void *visible_static[2];
+static void *excluded_static;
+static atomic_int vis_state;
+static void *volatile vis_local_addr;
+
+static void *vis_thread(void *arg)
+{
+    (void)arg;
+    struct GC_stack_base sb;
+    GC_get_stack_base(&sb);
+    GC_register_my_thread(&sb);
+    void *volatile local = NULL;
+    vis_local_addr = (void *)&local;
+    atomic_store(&vis_state, 1);
+    while (atomic_load(&vis_state) != 2)
+        usleep(1000);
+    GC_unregister_my_thread();
+    return local;
+}
+
+static void *visible_locked(void *p)
+{
+    return GC_is_visible(p);
+}
+
+Test(bdwgc_api, is_visible_outside_the_heap)
+{
+    GC_INIT();
+    GC_is_visible_print_proc = visible_fail;
+    void *volatile local = NULL;
+    GC_is_visible((void *)&visible_static[1]);
+    GC_is_visible((void *)&local);
+    cr_assert_eq(visible_failures, 0, "static data or this stack not visible");
+
+    void **m = malloc(64);
+    cr_assert_not_null(m);
+    GC_is_visible(m);
+    cr_assert_eq(visible_failures, 1, "memory from the system's malloc passed as visible");
+    GC_add_roots(m, m + 8);
+    GC_is_visible(m + 2);
+    cr_assert_eq(visible_failures, 1, "an added root range not visible");
+    GC_remove_roots(m, m + 8);
+
+    GC_is_visible((char *)&visible_static[0] + 1);
+    cr_assert_eq(visible_failures, 2, "a misaligned address passed");
+    GC_exclude_static_roots(&excluded_static, &excluded_static + 1);
+    GC_is_visible(&excluded_static);
+    cr_assert_eq(visible_failures, 3, "an excluded static range passed");
+
+    /* Another registered thread's stack. */
+    pthread_t t;
+    GC_allow_register_threads();
+    cr_assert_eq(pthread_create(&t, NULL, vis_thread, NULL), 0);
+    while (atomic_load(&vis_state) != 1)
+        usleep(1000);
+    GC_is_visible(vis_local_addr);
+    cr_assert_eq(visible_failures, 3, "another thread's stack not visible");
+    atomic_store(&vis_state, 2);
+    pthread_join(t, NULL);
+
+    /* With the lock held by the caller: no wait, and no verdict. */
+    GC_call_with_alloc_lock(visible_locked, m);
+    cr_assert_eq(visible_failures, 3);
+    free(m);
+}
+
+/* GC_start_incremental_collection collects in incremental (here:
+ * generational) mode, and does nothing outside it, as in bdwgc. */
+Test(bdwgc_api, start_incremental_collection_collects_in_incremental_mode)
+{
+    GC_INIT();
+    if (!GC_is_incremental_mode())
+        TU_SKIP("generational mode unavailable: the kernel lacks userfaultfd "
+                "asynchronous write protection");
+    GC_word before = GC_get_gc_no();
+    GC_start_incremental_collection();
+    cr_assert_eq(GC_get_gc_no(), before + 1, "no collection started");
+}
+
+Test(bdwgc_api, start_incremental_collection_outside_incremental_mode)
+{
+    cr_assert(!GC_is_init_called());
+    setenv("GC_DISABLE_INCREMENTAL", "1", 1);
+    GC_INIT();
+    cr_assert(!GC_is_incremental_mode());
+    GC_word before = GC_get_gc_no();
+    GC_start_incremental_collection();
+    cr_assert_eq(GC_get_gc_no(), before);
 }
