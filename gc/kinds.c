@@ -130,10 +130,14 @@ LFGC_EXPORT void **GC_new_free_list(void)
     return fl;
 }
 
+/* Through the program's abort function (GC_set_abort_func), as bdwgc's
+ * ABORT is. */
 static __attribute__((noreturn)) void kind_refused(const char *why, GC_word descr)
 {
-    fprintf(stderr, "lfgc: GC_new_kind(descriptor %#lx): %s\n", (unsigned long)descr, why);
-    abort();
+    char msg[256];
+    snprintf(msg, sizeof msg, "lfgc: GC_new_kind(descriptor %#lx): %s", (unsigned long)descr,
+             why);
+    lf_abort(msg);
 }
 
 LFGC_EXPORT unsigned GC_new_kind(void **free_list, GC_word descr, int add_size, int clear)

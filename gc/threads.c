@@ -226,8 +226,7 @@ static void exit_destructor(void *arg);
 static void exit_key_create(void)
 {
     if (pthread_key_create(&exit_key, exit_destructor) != 0) {
-        fprintf(stderr, "lfgc: no pthread key left for the thread exit hook\n");
-        abort();
+        lf_abort("lfgc: no pthread key left for the thread exit hook");
     }
 }
 

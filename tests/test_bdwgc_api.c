@@ -872,3 +872,27 @@ Test(bdwgc_api, start_incremental_collection_outside_incremental_mode)
     GC_start_incremental_collection();
     cr_assert_eq(GC_get_gc_no(), before);
 }
+
+/* lfgc's aborts on bad input go through the program's abort function, as
+ * bdwgc's ABORT does. */
+Test(bdwgc_api, bad_kind_aborts_through_the_abort_func)
+{
+    GC_INIT();
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 3);
+        GC_set_abort_func(my_abort);
+        GC_new_kind(GC_new_free_list(), ((GC_word)1 << 63) | GC_DS_BITMAP, 1, 1);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[512] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "a refused kind did not abort");
+    cr_assert_gt(n, 0, "the abort function was not called");
+    cr_assert(strstr(buf, "abort func: lfgc: GC_new_kind"), "got: %s", buf);
+}
