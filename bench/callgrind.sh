@@ -36,7 +36,8 @@ build_vg_lfgc() {
     # Copy the sources (not the in-tree build products); cp -u keeps the
     # copy's own objects valid when nothing changed.
     for item in configure.ac Makefile.am autogen.sh configure Makefile.in \
-                aclocal.m4 build-aux m4 gc tests scripts lfgc.pc.in README.md; do
+                aclocal.m4 build-aux m4 gc tests scripts lfgc.pc.in lfgc-malloc.pc.in \
+                README.md; do
         [ -e "$TOP_SRCDIR/$item" ] && cp -a -u "$TOP_SRCDIR/$item" "$src/"
     done
     mkdir -p "$src/include"
