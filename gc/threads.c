@@ -235,10 +235,34 @@ __attribute__((constructor(101))) static void threads_load(void)
     pthread_once(&exit_key_once, exit_key_create);
 }
 
+/* glibc keeps the values of keys 0..31 in the thread's control block and
+ * callocs a block for each further 32 (PTHREAD_KEY_2NDLEVEL_SIZE).  A key
+ * of 32 or more (code that ran before lfgc's constructor, a preinit
+ * function say, took 32) makes the first pthread_setspecific of each
+ * thread call calloc.  That is harmless for a thread whose cache is in
+ * place, but not while lfgc initialises: with lfgc as the process's
+ * malloc, the calloc waits for the initialisation it is part of.  So the
+ * thread that initialises arms its exit hook when collection turns on
+ * instead (malloc mode never turns it on, and never needs the hook then:
+ * no collection stops threads). */
+#define GLIBC_KEYS_IN_TCB 32
+static __thread bool tl_hook_pending __attribute__((tls_model("initial-exec")));
+
+static void arm_exit_hook(struct thread_rec *rec)
+{
+    pthread_once(&exit_key_once, exit_key_create);
+    if (!lf_heap_initialized && exit_key >= GLIBC_KEYS_IN_TCB) {
+        tl_hook_pending = true;
+        return;
+    }
+    tl_hook_pending = false;
+    pthread_setspecific(exit_key, rec);
+}
+
 /* Register the calling thread, whose stack base is `bottom` (0: find it);
  * lock not held.  Calls nothing that allocates, but pthread_setspecific
- * for a key of 32 or more (see exit_key_create), made once the thread
- * cache is in place. */
+ * for a key of 32 or more (see arm_exit_hook), made once the thread cache
+ * is in place. */
 static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
 {
     if (tl_registering)
@@ -293,8 +317,7 @@ static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
     lf_tl_cache = &rec->cache;
     unlock();
     nocancel_end(cancel);
-    pthread_once(&exit_key_once, exit_key_create);
-    pthread_setspecific(exit_key, rec);
+    arm_exit_hook(rec);
     tl_registering = false;
     return rec;
 }
@@ -872,6 +895,8 @@ void lf_threads_init(void)
  * memory (malloc mode) may own those signals. */
 void lf_threads_collection_on(void)
 {
+    if (tl_hook_pending && tl_self)
+        arm_exit_hook(tl_self);
     install_handlers();
     lf_fork_handlers_install();
 }
