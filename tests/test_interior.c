@@ -186,3 +186,52 @@ Test(interior_off, displacement_too_large_aborts, .signal = SIGABRT)
     GC_INIT();
     GC_register_displacement(1 << 20);
 }
+
+/* Interior pointers off: an uncollectable object is a root like static
+ * data (offsets checked), and finalization decides by the same rule. */
+static int finalized;
+static void count_finalized(void *obj, void *cd)
+{
+    (void)obj;
+    (void)cd;
+    finalized++;
+}
+
+static TU_NOINLINE GC_hidden_pointer finalizable(void)
+{
+    void *p = GC_malloc(OBJ);
+    cr_assert_not_null(p);
+    GC_register_finalizer(p, count_finalized, NULL, NULL, NULL);
+    return tu_hide(p);
+}
+
+Test(interior_off, uncollectable_holders_and_finalizers)
+{
+    GC_set_all_interior_pointers(0);
+    tu_warm_up();
+    GC_disable();
+    void **u = GC_malloc_uncollectable(4 * sizeof(void *));
+    cr_assert_not_null(u);
+    GC_hidden_pointer hu = tu_hide(u);
+    u = NULL;
+    GC_hidden_pointer kept = leaf(11), dropped = leaf(12);
+    GC_hidden_pointer fin_kept = finalizable(), fin_dropped = finalizable();
+    void **slots = GC_REVEAL_POINTER(hu);
+    tu_store((void *volatile *)&slots[0], kept, 0);
+    tu_store((void *volatile *)&slots[1], dropped, 8);
+    tu_store((void *volatile *)&slots[2], fin_kept, 0);
+    tu_store((void *volatile *)&slots[3], fin_dropped, 8);
+    slots = NULL;
+    GC_enable();
+    tu_collect();
+    GC_invoke_finalizers();
+    tu_collect();
+    GC_invoke_finalizers();
+    cr_assert(tu_live(kept) && intact(kept, 11), "an uncollectable object's base pointer lost");
+    cr_assert(!tu_live(dropped), "an interior pointer from an uncollectable object kept");
+    cr_assert(tu_live(fin_kept), "a finalizable object held by its base was lost");
+    cr_assert_eq(finalized, 1, "finalizers run: %d, expected the one held at offset 8",
+                 finalized);
+    cr_assert(!tu_live(fin_dropped));
+    GC_free(GC_REVEAL_POINTER(hu));
+}
