@@ -557,6 +557,10 @@ void *lf_sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want
  * record), with the bits in a record of typed.c's that the marker reads
  * directly.  lf_typed_proc is LF_NO_PROC until the first one is made. */
 #define LF_NO_PROC 0xffu
+/* The index: one that GC_new_proc never hands out (bdwgc reserves the
+ * first eight for clients that need a fixed one; gcj takes 0, lfgc the
+ * last). */
+#define LF_TYPED_PROC_INDEX 7u
 extern unsigned lf_typed_proc;
 struct lf_long_bitmap {
     uint64_t nbits;             /* words described                          */

@@ -42,10 +42,6 @@ const struct lf_long_bitmap *lf_long_bitmap_of(uintptr_t env)
     return (const struct lf_long_bitmap *)env;
 }
 
-/* The mark-procedure index of long bitmaps: one that GC_new_proc never
- * hands out (bdwgc reserves the first eight for clients that need a fixed
- * index; gcj takes 0, the last is left to lfgc). */
-#define TYPED_PROC_INDEX 7
 
 static LF_UNSCANNED pthread_once_t typed_once = PTHREAD_ONCE_INIT;
 
@@ -59,7 +55,7 @@ static void typed_init(void)
         lf_abort("lfgc: typed allocation: no room for its kinds (255 kinds in all)");
     lf_kinds[typed_kind].fixed_layout = 1;
     lf_kinds[array_kind].fixed_layout = 1;
-    lf_typed_proc = TYPED_PROC_INDEX;
+    lf_typed_proc = LF_TYPED_PROC_INDEX;
 }
 
 static inline void typed_ensure(void)
