@@ -1155,7 +1155,7 @@ static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigne
  * list is trimmed once the fast path's credit of frees is spent. */
 void lf_manual_free_small(void *p, unsigned c)
 {
-    if (unlikely(!ensure_cached())) {
+    if (unlikely(lf_tl_cache == &lf_empty_cache) && !lf_thread_cache_for_free(true)) {
         free_locked(p);
         return;
     }
@@ -1220,7 +1220,9 @@ static void free_object(void *p)
     if (!p)
         return;
     lf_ensure_heap();
-    if (!ensure_registered()) {
+    struct thread_cache *tc0 = lf_tl_cache;
+    if (!(likely(tc0 != &lf_empty_cache && !tc0->manual_only) ||
+          lf_thread_cache_for_free(false))) {
         free_locked(p);
         return;
     }

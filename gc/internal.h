@@ -620,6 +620,9 @@ extern pthread_mutex_t lf_gc_lock;
 void lf_threads_init(void);
 struct thread_cache *lf_thread_cache_create(void);
 struct thread_cache *lf_thread_cache_create_manual(void);   /* manual_only */
+/* As those two for a free: NULL, not a new registration, in a thread
+ * whose exit hook has run (the free then takes the lock). */
+struct thread_cache *lf_thread_cache_for_free(bool manual);
 void lf_caches_mark(void);                 /* lf_cache_mark() on every thread  */
 bool lf_threads_sweeping(void);            /* some thread is in sweep_enter  */
 void lf_cache_mark(struct thread_cache *tc);

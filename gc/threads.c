@@ -344,12 +344,28 @@ static void unregister_self(void *retval, bool keep_record)
     pthread_setspecific(exit_key, NULL);
 }
 
+/* The thread's exit hook has run (or its GC_pthread_create wrapper has
+ * returned).  glibc still frees memory after that, in the same thread:
+ * the blocks that hold the values of keys 32 and up, its own per-thread
+ * buffers.  With lfgc as malloc, those frees must not register the thread
+ * again: nothing would remove that record (about 12 KiB with its cache,
+ * per thread that ever ran). */
+static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
+
 /* Key destructor: a thread that exits without going through our wrapper
  * (registered by hand, or on its first allocation). */
 static void exit_destructor(void *arg)
 {
     (void)arg;
     unregister_self(NULL, false);
+    tl_exited = true;
+}
+
+struct thread_cache *lf_thread_cache_for_free(bool manual)
+{
+    if (tl_exited && !tl_self)
+        return NULL;
+    return manual ? lf_thread_cache_create_manual() : lf_thread_cache_create();
 }
 
 struct thread_cache *lf_thread_cache_create(void)
@@ -1353,6 +1369,7 @@ static void exit_cleanup(void *arg)
 {
     struct thread_rec *me = arg;
     unregister_self(me ? me->retval : NULL, true);
+    tl_exited = true;
 }
 
 static void *thread_start(void *p)
@@ -1373,6 +1390,7 @@ static void *thread_start(void *p)
         me->retval = result;
     pthread_cleanup_pop(0);
     unregister_self(result, true);
+    tl_exited = true;
     return result;
 }
 

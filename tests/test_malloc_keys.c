@@ -8,6 +8,7 @@
  * lfgc's.  The initialising thread's registration did so from inside the
  * malloc initialisation, and waited on it for ever: the whole program
  * hung at its first malloc.  alarm() turns such a hang into a failure.
+ * Then every thread that exited left its record behind (second test).
  */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 
@@ -65,4 +66,34 @@ Test(malloc_keys, threads_allocate_with_high_keys, .timeout = 30)
         cr_assert_eq(pthread_join(t, &r), 0);
         cr_assert_null(r, "thread %d failed (%p)", i, r);
     }
+}
+
+/* glibc frees the block holding a thread's values of keys 32 and up after
+ * the key destructors have run, lfgc's exit hook among them.  That free
+ * registered the thread again, and nothing removed the record: about
+ * 12 KiB per thread that ever ran (2000 threads: +25 MiB). */
+#define EX_THREADS 2000
+
+Test(malloc_keys, exited_threads_leave_nothing, .timeout = 60)
+{
+    alarm(0);
+    /* The first threads set up what every later one reuses. */
+    for (int i = 0; i < 50; i++) {
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, kt_thread, (void *)(uintptr_t)i), 0);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+    }
+    size_t before = tu_rss_bytes();
+    for (int i = 0; i < EX_THREADS; i++) {
+        pthread_t t;
+        void *r = (void *)-1;
+        cr_assert_eq(pthread_create(&t, NULL, kt_thread, (void *)(uintptr_t)i), 0);
+        cr_assert_eq(pthread_join(t, &r), 0);
+        cr_assert_null(r, "thread %d failed (%p)", i, r);
+    }
+    size_t after = tu_rss_bytes();
+    cr_log_info("RSS %zu KiB before %d threads, %zu KiB after", before >> 10, EX_THREADS,
+                after >> 10);
+    cr_assert_lt(after, before + 4 * MiB, "RSS grew by %zu KiB over %d threads that exited",
+                 (after - before) >> 10, EX_THREADS);
 }
