@@ -608,7 +608,7 @@ static TU_NOINLINE uintptr_t make_gc_referenced_only_from_malloc(void **holder)
     return GC_HIDE_POINTER(g);
 }
 
-Test(malloc_mode, with_collector)
+Test(malloc_mode, with_collector, .timeout = 30)
 {
     GC_INIT();
     make_malloced();
@@ -657,4 +657,46 @@ Test(malloc_errors, fast_path_rejects_interior_pointers_of_every_class)
         free(p);
     }
     unsetenv("LFGC_MALLOC_ERRORS");
+}
+
+/* dlopen and dlclose allocate and free with malloc inside the dynamic
+ * linker (link maps, search paths, dlerror strings), while another thread
+ * allocates: all of it on lfgc's malloc, and nothing kept after dlclose. */
+static void *dl_churn(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&stop_workers, __ATOMIC_RELAXED))
+        free(malloc(200));
+    return NULL;
+}
+
+Test(malloc_threads, dlopen_dlclose)
+{
+    char exe[4096], path[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    cr_assert_gt(n, 0);
+    exe[n] = 0;
+    *strrchr(exe, '/') = 0;
+    snprintf(path, sizeof path, "%s/.libs/libroot_helper.so", exe);
+    cr_assert_eq(access(path, R_OK), 0, "%s not built (make check builds it)", path);
+    stop_workers = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, dl_churn, NULL);
+    size_t before = 0;
+    for (int i = 0; i < 300; i++) {
+        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        cr_assert_not_null(h, "dlopen: %s", dlerror());
+        void (*set)(int, void *) = (void (*)(int, void *))dlsym(h, "root_helper_set");
+        cr_assert_not_null(set);
+        cr_assert_null(dlsym(h, "no_such_symbol"));
+        cr_assert_not_null(dlerror());
+        cr_assert_eq(dlclose(h), 0);
+        if (i == 50)
+            before = mallinfo2().uordblks;
+    }
+    stop_workers = 1;
+    pthread_join(th, NULL);
+    size_t after = mallinfo2().uordblks;
+    cr_assert_lt(after, before + 1 * MiB, "in use grew from %zu to %zu over 250 dlopen/dlclose",
+                 before, after);
 }
