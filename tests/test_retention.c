@@ -969,3 +969,33 @@ Test(retention, exclude_many_static_ranges)
                  first >= 0 && excluded_word(first) ? "excluded" : "scanned");
     memset(retention_excl_big, 0, sizeof retention_excl_big);
 }
+
+/* GC_dlopen (what dlopen becomes under GC_THREADS): the library loads,
+ * collection is on again afterwards, and its data are roots. */
+/* gc.h declares it under GC_THREADS only, as bdwgc's does. */
+void *GC_dlopen(const char *path, int mode);
+static int dlopen_collections;
+static void count_starts(void) { dlopen_collections++; }
+
+Test(retention, gc_dlopen_loads_with_collection_held_off)
+{
+    struct helper h;
+    helper_open(&h);            /* loaded once: GC_dlopen below adds a reference */
+    Dl_info di;
+    cr_assert(dladdr((void *)h.set, &di) && di.dli_fname);
+    GC_set_start_callback(count_starts);
+    void *again = GC_dlopen(di.dli_fname, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(again, "GC_dlopen(%s): %s", di.dli_fname, dlerror());
+    cr_assert(!GC_is_disabled(), "collection left disabled by GC_dlopen");
+    cr_assert_eq(dlopen_collections, 0);
+    GC_disable();
+    GC_hidden_pointer a = new_filled(128, 61);
+    helper_store(&h, 0, a);
+    GC_enable();
+    tu_collect();
+    cr_assert_eq(dlopen_collections, 1);
+    cr_assert(tu_live(a) && intact(a, 128, 61));
+    helper_store(&h, 0, 0);
+    GC_set_start_callback(NULL);
+    dlclose(again);
+}
