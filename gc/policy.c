@@ -25,7 +25,9 @@
  * GC_full_freq minor ones (64 by default), or once the old bytes (plus what the last minor one
  * promoted) would exceed those of the last full collection by
  * 1/PROMOTE_DIV (promoted garbage), or before the heap grows if minor
- * ones promoted at least a growth step since the last full one, or when
+ * ones promoted at least a growth step since the last full one (or kept
+ * that much alive, where the last full collection found that what minor
+ * ones keep is mostly garbage), or when
  * the program asks (GC_gcollect) or the heap is full.  Before growing,
  * when the last collection left at least a step of aging objects (often
  * structures under construction then, dead since), a minor collection
@@ -93,6 +95,11 @@ static LF_UNSCANNED struct policy {
      * growth step: none is tried again before the next collection due to
      * allocation. */
     bool early_minor_failed;
+    uint64_t live_before;                /* of the collection running    */
+    /* The last full collection after minor ones found dead at least half
+     * of what they had kept beyond the full one before (full_may_reclaim). */
+    bool minors_keep_garbage;
+    bool full_before_growth;             /* the running one is for that  */
 } policy;
 
 /* The settings bdwgc reads from the environment for its policy. */
@@ -191,12 +198,25 @@ static uint64_t expansion_step(uint64_t need)
 }
 
 /* Whether a full collection might find a growth step (at least `need`
- * bytes) that minor ones cannot: at most what they made old since the
- * last full one. */
+ * bytes) that minor ones cannot: what they made old since the last full
+ * one, or, where the last full collection found dead most of what the
+ * minor ones before it had kept, all they found live beyond what it did
+ * (old or aging).  Minor collections keep garbage alive through dead old
+ * objects on written pages (a dead list node still points to the node
+ * unlinked after it, and so on to the live list): their survivors would
+ * grow the heap, the next minor one would keep them again, and only a
+ * full one frees them.  A program building up its data grows the
+ * survivors of minor collections too, and there a full one finds them
+ * live: hence the evidence of the last full collection. */
 static bool full_may_reclaim(uint64_t need)
 {
+    uint64_t step = expansion_step(need);
     uint64_t old = lf_hs.live_bytes - lf_hs.live_aging;
-    return old > policy.full_old && old - policy.full_old >= expansion_step(need);
+    if (old > policy.full_old && old - policy.full_old >= step)
+        return true;
+    uint64_t full = policy.full_ptrful + policy.full_ptrfree;
+    return policy.minors_keep_garbage && lf_hs.live_bytes > full &&
+           lf_hs.live_bytes - full >= step;
 }
 
 /* Whether a minor collection might find a growth step (at least `need`
@@ -233,8 +253,10 @@ enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections
         return COLLECT_ALLOCATION;
     /* Promoted garbage must not make the heap grow: a full collection
      * first, when minor ones promoted enough to make it worth its cost. */
-    if (lf_hs.last_minor && !no_collection && full_may_reclaim(bytes))
+    if (lf_hs.last_minor && !no_collection && full_may_reclaim(bytes)) {
+        policy.full_before_growth = true;
         return COLLECT_HEAP_FULL;
+    }
     /* Young objects found live by the last collection often die soon
      * after it (a structure being built then): a minor collection, which
      * traces them again, before growing for them. */
@@ -259,6 +281,7 @@ void lf_policy_choose(struct lf_cycle *cy)
     cy->old_before = lf_hs.live_bytes - lf_hs.live_aging;
     cy->expected_trace = cy->minor ? policy.traced_last_minor : lf_hs.live_ptrful;
     cy->old_rescanned = 0;
+    policy.live_before = lf_hs.live_bytes;
 }
 
 /* Bytes the last collection counted live that went right after it (the
@@ -282,8 +305,28 @@ void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree)
 #undef SUB
 }
 
+/* A full collection after minor ones: did they keep garbage? */
+static void judge_minors(void)
+{
+    uint64_t full = policy.full_ptrful + policy.full_ptrfree;
+    uint64_t kept = policy.live_before > full ? policy.live_before - full : 0;
+    /* Dead among what was live before: the survivors of what was
+     * allocated since only make this smaller. */
+    uint64_t dead = policy.live_before > lf_hs.live_bytes ? policy.live_before - lf_hs.live_bytes : 0;
+    if (kept >= expansion_step(0))
+        policy.minors_keep_garbage = 2 * dead >= kept;
+    /* What the minor ones traced and this one found dead was garbage they
+     * kept, not structures in progress: it must not space out the next
+     * minor ones (young_threshold). */
+    if (policy.full_before_growth)
+        policy.minor_traced_avg = policy.minor_traced_avg > dead ? policy.minor_traced_avg - dead : 0;
+}
+
 void lf_policy_after(const struct lf_cycle *cy)
 {
+    if (!cy->minor && lf_hs.last_minor)
+        judge_minors();
+    policy.full_before_growth = false;
     lf_hs.last_minor = cy->minor;
     if (cy->minor) {
         lf_hs.minor_collections++;
