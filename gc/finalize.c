@@ -58,8 +58,6 @@ struct link_entry {
  * bytes each, the key in the first word. */
 struct table {
     void *slots;
-    void *spare;                /* NULL, or as large as slots: a rebuild at
-                                   the same size reuses it (no page faults) */
     size_t cap;
     size_t used;                /* entries                                 */
     size_t gone;                /* deleted slots not yet reclaimed         */
@@ -151,20 +149,52 @@ static size_t table_find(const struct table *t, uintptr_t key)
     }
 }
 
+/* Drop t's deleted slots where they are (the capacity stays): no second
+ * table, so no second set of pages, which for a table of a million
+ * entries is 32 MiB.  The scan starts after a slot that was empty before
+ * the deleted ones were: no probe sequence crosses it, so each run of
+ * slots is taken from its start, and each entry moves back, if at all,
+ * to the first free slot from its home, within its run (linear probing
+ * finds it there, as every slot between is taken). */
+static void table_rehash_in_place(struct table *t)
+{
+    size_t mask = t->cap - 1, start = 0;
+    while (*slot_key(t, start) != KEY_EMPTY)
+        start++;                        /* at most half the slots are taken */
+    for (size_t i = 0; i < t->cap; i++)
+        if (*slot_key(t, i) == KEY_GONE)
+            *slot_key(t, i) = KEY_EMPTY;
+    for (size_t k = 1; k < t->cap; k++) {
+        size_t i = (start + k) & mask;
+        uintptr_t *e = slot_key(t, i);
+        if (*e == KEY_EMPTY)
+            continue;
+        size_t j = hash_of(*e, t->cap);
+        while (j != i && *slot_key(t, j) != KEY_EMPTY)
+            j = (j + 1) & mask;
+        if (j != i) {
+            memcpy(slot_key(t, j), e, t->entry);
+            *e = KEY_EMPTY;
+        }
+    }
+    t->gone = 0;
+    t->peak = t->used;
+}
+
 /* Rebuild t with room for `want` entries at most half full. */
 static bool table_resize(struct table *t, size_t want)
 {
     size_t cap = 64;
     while (cap < 2 * want)
         cap *= 2;
-    void *slots;
-    if (t->spare && cap == t->cap) {
-        slots = t->spare;
-        memset(slots, 0, cap * t->entry);
-    } else if (!(slots = map_bytes(cap * t->entry))) {
-        return false;
+    if (t->slots && cap == t->cap) {
+        table_rehash_in_place(t);
+        return true;
     }
-    struct table n = { slots, NULL, cap, 0, 0, 0, t->entry };
+    void *slots = map_bytes(cap * t->entry);
+    if (!slots)
+        return false;
+    struct table n = { slots, cap, 0, 0, 0, t->entry };
     for (size_t i = 0; i < t->cap; i++) {
         uintptr_t *e = slot_key(t, i);
         if (*e == KEY_EMPTY || *e == KEY_GONE)
@@ -175,14 +205,8 @@ static bool table_resize(struct table *t, size_t want)
         memcpy(slot_key(&n, j), e, t->entry);
         n.used++;
     }
-    if (t->slots && cap == t->cap) {
-        n.spare = t->slots;
-    } else {
-        if (t->slots)
-            munmap(t->slots, t->cap * t->entry);
-        if (t->spare)
-            munmap(t->spare, t->cap * t->entry);
-    }
+    if (t->slots)
+        munmap(t->slots, t->cap * t->entry);
     n.peak = n.used;
     *t = n;
     return true;

@@ -588,6 +588,79 @@ Test(fin, a_million_registrations, .timeout = 120)
     cr_assert(intact_at_finalization, "finalized twice, or damaged");
 }
 
+/* Tidying the finalizer table after a collection deleted many entries
+ * rebuilds it at the same size in place: before, into a second table
+ * kept as a spare, whose pages doubled the table's memory for good (on
+ * the finalization workload, 2 of its 10 MiB peak RSS). */
+#define TIDY_N      70000           /* table of 2^18 slots of 32 bytes */
+#define TIDY_KEPT   4000
+static void *volatile tidy_objs[TIDY_N];
+static _Atomic long tidy_finalized, tidy_bad;
+static void tidy_fin(void *obj, void *cd)
+{
+    uint64_t *p = obj;
+    if (p[0] != (uint64_t)(uintptr_t)cd || (uintptr_t)cd >= TIDY_KEPT || p[1]++ != 0)
+        tidy_bad++;
+    else
+        tidy_finalized++;
+}
+
+static TU_NOINLINE void tidy_register(void)
+{
+    for (uint64_t i = 0; i < TIDY_N; i++) {
+        uint64_t *p = GC_MALLOC_ATOMIC(16);
+        cr_assert_not_null(p);
+        p[0] = i;
+        p[1] = 0;
+        GC_register_finalizer_no_order(p, tidy_fin, (void *)(uintptr_t)i, NULL, NULL);
+        tidy_objs[i] = p;
+    }
+}
+
+static TU_NOINLINE void tidy_unregister(void)
+{
+    for (uint64_t i = TIDY_KEPT; i < TIDY_N; i++)
+        GC_register_finalizer_no_order(tidy_objs[i], NULL, NULL, NULL, NULL);
+}
+
+/* Every entry found where it should be after the tidy: the kept ones
+ * (re-registered, they return their old finalizer and data), not the
+ * others.  Returns how many answered right. */
+static TU_NOINLINE size_t tidy_lookups(void)
+{
+    size_t right = 0;
+    for (uint64_t i = 0; i < TIDY_N; i++) {
+        GC_finalization_proc ofn = NULL;
+        void *ocd = NULL;
+        GC_register_finalizer_no_order(tidy_objs[i], i < TIDY_KEPT ? tidy_fin : NULL,
+                                       (void *)(uintptr_t)i, &ofn, &ocd);
+        if (i < TIDY_KEPT ? ofn == tidy_fin && ocd == (void *)(uintptr_t)i : ofn == NULL)
+            right++;
+    }
+    return right;
+}
+
+Test(fin, table_tidied_in_place, .timeout = 60)
+{
+    tidy_register();
+    tu_collect();
+    tidy_unregister();
+    size_t rss = tu_rss_bytes();
+    tu_collect();                   /* deletes outnumber a quarter: tidied */
+    size_t grown = tu_rss_bytes() > rss ? tu_rss_bytes() - rss : 0;
+    cr_assert_lt(grown, (size_t)2 << 20, "the tidy took %zu KiB more", grown >> 10);
+    cr_assert_eq(tidy_lookups(), TIDY_N, "an entry was lost or kept by the tidy");
+    memset((void *)tidy_objs, 0, sizeof tidy_objs);
+    tu_collect();
+    tu_collect();
+    GC_invoke_finalizers();
+    /* The kept finalizers all run (a few objects may stay reachable from
+     * stale words), none of the unregistered ones. */
+    cr_assert_eq(tidy_bad, 0, "a finalizer ran twice, on a damaged object or unregistered");
+    cr_assert_leq(tidy_finalized, TIDY_KEPT);
+    cr_assert_geq(tidy_finalized, TIDY_KEPT - 16, "%ld finalized", (long)tidy_finalized);
+}
+
 #define THREADS 4
 #define PER_THREAD 20000
 static _Atomic long thread_fin[THREADS];
