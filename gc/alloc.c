@@ -384,6 +384,10 @@ static void set_alloc_bit(struct region *r, void *p, bool on)
 /* A span to sweep, or a fresh one, for (class, kind), claimed under the
  * lock.  Collects or grows the heap as the policy says; NULL when out of
  * memory.  *fresh tells which. */
+/* claim_span's answer when a collection it ran left free slots on the
+ * class and kind's list: the caller takes them instead. */
+static LF_UNSCANNED struct span claim_take_free;
+
 static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
 {
     struct class_kind *ck = class_kind_of(c, kind);
@@ -410,6 +414,11 @@ static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
         s = span_reuse(c, kind);
         if (s)
             return s;
+        /* The collection's disclaim procedures may have freed slots
+         * (of spans it found full: their objects were marked until the
+         * procedures ran): those come before any growth. */
+        if (collections && ck->free)
+            return &claim_take_free;
         enum collect_reason why = must_collect_before_growing(CHUNK_SIZE, collections);
         if (why != COLLECT_NONE) {
             lf_collect(why);
@@ -447,6 +456,8 @@ static void *take_batch(unsigned c, unsigned kind, size_t *count)
         struct span *s = claim_span(c, kind, &fresh);
         if (!s)
             return NULL;
+        if (s == &claim_take_free)
+            continue;
         void *list = sweep_whole_span(r, s, fresh, count);
         if (list)
             return list;
@@ -727,6 +738,10 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
         if (!s) {
             unlock();
             return NULL;
+        }
+        if (s == &claim_take_free) {
+            unlock();
+            continue;
         }
         uint64_t qa, qb;
         lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
