@@ -697,6 +697,10 @@ static LF_UNSCANNED pthread_once_t finalized_once = PTHREAD_ONCE_INIT;
 
 static void make_finalized_kind(void)
 {
+    /* With interior pointers off, the program's pointer (one word past the
+     * base) and the tagged closure word must still retain. */
+    GC_register_displacement(sizeof(uintptr_t));
+    GC_register_displacement(1);
     int k = lf_kind_new(SCAN_CONSERVATIVE, 0, NULL, 0, true, false);
     if (k < 0)
         return;

@@ -8,6 +8,7 @@
  * the mode before the collector starts. */
 #include "test_util.h"
 #include "gc_mark.h"
+#include "gc_disclaim.h"
 
 #include <signal.h>
 
@@ -234,4 +235,60 @@ Test(interior_off, uncollectable_holders_and_finalizers)
                  finalized);
     cr_assert(!tu_live(fin_dropped));
     GC_free(GC_REVEAL_POINTER(hu));
+}
+
+/* GC_finalized_malloc's objects with interior pointers off: the program
+ * holds each one word past its base, and each holds its closure through a
+ * word tagged with bit 0.  Both offsets must retain (bdwgc registers them
+ * as displacements), else a held object is disclaimed and its closure
+ * reclaimed. */
+static _Atomic int fin_runs, fin_bad;
+
+static void fin_proc(void *obj, void *cd)
+{
+    if (tu_check_bytes(obj, OBJ, (uint64_t)(uintptr_t)cd) != OBJ)
+        fin_bad++;
+    fin_runs++;
+}
+
+static TU_NOINLINE GC_hidden_pointer new_finalized(uint64_t seed, GC_hidden_pointer *closure)
+{
+    struct GC_finalizer_closure *fc = GC_MALLOC_ATOMIC(sizeof *fc);
+    cr_assert_not_null(fc);
+    fc->proc = fin_proc;
+    fc->cd = (void *)(uintptr_t)seed;
+    void *p = GC_finalized_malloc(OBJ, fc);
+    cr_assert_not_null(p);
+    tu_fill_bytes(p, OBJ, seed);
+    *closure = tu_hide(fc);
+    return tu_hide(p);
+}
+
+Test(interior_off, finalized_malloc_objects_and_closures_retained)
+{
+    GC_set_all_interior_pointers(0);
+    tu_warm_up();
+    GC_init_finalized_malloc();
+    GC_disable();
+    GC_hidden_pointer kept_fc, dead_fc;
+    GC_hidden_pointer kept = new_finalized(21, &kept_fc);
+    GC_hidden_pointer dead = new_finalized(22, &dead_fc);
+    tu_store(&roots[7], kept, 0);
+    GC_enable();
+    tu_collect();
+    cr_assert_eq(fin_runs, 1, "%d closures ran, expected only the unreachable object's",
+                 (int)fin_runs);
+    cr_assert_eq(fin_bad, 0, "a closure saw a damaged object");
+    cr_assert(tu_live(kept) && intact(kept, 21),
+              "a finalized object held by its pointer was lost");
+    cr_assert(tu_live(kept_fc), "the closure of a live finalized object was reclaimed");
+    cr_assert_not(tu_live(dead), "an unreachable finalized object was not reclaimed");
+    roots[7] = NULL;
+    tu_collect();
+    cr_assert_eq(fin_runs, 2, "the dropped object's closure did not run");
+    cr_assert_eq(fin_bad, 0, "a closure saw a damaged object");
+    cr_assert_not(tu_live(kept));
+    tu_collect();
+    cr_assert_not(tu_live(kept_fc), "a closure outlived its object");
+    cr_assert_not(tu_live(dead_fc), "a closure outlived its object");
 }
