@@ -175,7 +175,7 @@ static enum lfgc_slot_state slot_state_in(const struct region *r, const struct s
     return bit < *from ? LFGC_SLOT_ALLOCATED : LFGC_SLOT_DEAD;
 }
 
-enum lfgc_slot_state lf_slot_state(const void *p)
+static enum lfgc_slot_state slot_state_now(const void *p)
 {
     void *base = lf_base(p);
     if (!base)
@@ -186,6 +186,26 @@ enum lfgc_slot_state lf_slot_state(const void *p)
         return LFGC_SLOT_NOT_HEAP;      /* freed meanwhile by another thread */
     uint64_t from = UINT64_MAX;
     return slot_state_in(r, s, lowfat_slot_number(base), &from);
+}
+
+/* The answer reads the mark bit, then the span's state and sweep
+ * position, without the lock: a collection that stops the thread in
+ * between marks an object allocated since the last one and puts its span
+ * on the unswept list, and the clear bit read before it with the unswept
+ * span read after said "dead" for an object the caller holds.  A
+ * collection stops every registered thread and counts itself (GC_gc_no)
+ * before restarting them, so an answer computed with the count unchanged
+ * saw no collection; else it is computed again.  Within a collection
+ * (its callbacks) the count does not move. */
+enum lfgc_slot_state lf_slot_state(const void *p)
+{
+    for (;;) {
+        GC_word no = __atomic_load_n(&GC_gc_no, __ATOMIC_ACQUIRE);
+        enum lfgc_slot_state st = slot_state_now(p);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&GC_gc_no, __ATOMIC_RELAXED) == no)
+            return st;
+    }
 }
 
 LFGC_EXPORT enum lfgc_slot_state lfgc_slot_state(const void *p)

@@ -18,6 +18,7 @@
  *
  * The tests:
  *   many_threads_share_structures      8 threads build, publish, cross-check
+ *   is_live_on_young_objects_during_collections  lfgc_is_live straddling one
  *   ten_thousand_threads               create/join 10,000 threads, check results
  *   blocked_in_read                    a thread in read() across collections
  *   deep_recursion                     12,000 frames x 4 threads, stack-only refs
@@ -351,6 +352,75 @@ Test(threads, many_threads_share_structures, .timeout = 60)
     heap_bounded("share", total0, 128 * MiB, 24 * MiB);
     cr_assert_lt(live_bytes(), 16 * MiB, "%llu bytes live for %d shared items",
                  (unsigned long long)live_bytes(), SH_SLOTS);
+}
+
+/* lfgc_is_live on an object allocated since the last collection, while
+ * other threads collect: it read the (clear) mark bit, was stopped by a
+ * collection that marked the object and put its span on the unswept list,
+ * and then found the span unswept: "dead awaiting the sweep" for an object
+ * the thread held (once in many_threads_share_structures). */
+#define YL_CHECKERS 3
+#define YL_SECONDS 1.5
+
+static atomic_bool yl_stop;
+static atomic_long yl_young_checks, yl_collections;
+
+static void *yl_collector(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&yl_stop)) {
+        GC_gcollect();
+        atomic_fetch_add(&yl_collections, 1);
+    }
+    return NULL;
+}
+
+static void *yl_checker(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    for (uint64_t i = 0; !atomic_load(&yl_stop) && !failed(); i++) {
+        GC_word gc = GC_get_gc_no();
+        uint64_t *volatile p = GC_MALLOC(4 * sizeof(uint64_t));
+        if (!p) {
+            FAIL("checker %u: allocation failed", id);
+            break;
+        }
+        p[0] = i;
+        for (int k = 0; k < 16; k++)
+            if (!lfgc_is_live(p)) {
+                FAIL("checker %u: object %p (allocated %lu collection(s) ago) not live",
+                     id, (void *)p, (unsigned long)(GC_get_gc_no() - gc));
+                break;
+            }
+        if (p[0] != i)
+            FAIL("checker %u: object %p overwritten", id, (void *)p);
+        if (GC_get_gc_no() != gc)
+            atomic_fetch_add(&yl_young_checks, 1);
+    }
+    return NULL;
+}
+
+Test(threads, is_live_on_young_objects_during_collections, .timeout = 60)
+{
+    reset_failures();
+    GC_INIT();
+    pthread_t c, t[YL_CHECKERS];
+    start_thread(&c, yl_collector, NULL);
+    for (unsigned i = 0; i < YL_CHECKERS; i++)
+        start_thread(&t[i], yl_checker, (void *)(uintptr_t)i);
+    double end = tu_now_s() + YL_SECONDS;
+    while (tu_now_s() < end && !failed())
+        usleep(10000);
+    atomic_store(&yl_stop, true);
+    for (unsigned i = 0; i < YL_CHECKERS; i++)
+        join_thread(t[i]);
+    join_thread(c);
+    assert_no_failures();
+    cr_log_info("is_live: %ld collections, %ld checks across one",
+                atomic_load(&yl_collections), atomic_load(&yl_young_checks));
+    cr_assert_gt(atomic_load(&yl_young_checks), 10,
+                 "too few collections came during a check: %ld",
+                 atomic_load(&yl_young_checks));
 }
 
 /* ================================================================== */
