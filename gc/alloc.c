@@ -909,6 +909,60 @@ LFGC_EXPORT void *GC_malloc_many(size_t bytes)
     return list;
 }
 
+/* GC_malloc_many for any kind (gc_inline.h): the list in *result, linked
+ * with plain pointers in the objects' first words, as bdwgc's is:
+ * gc_inline.h's macros and runtimes' inline allocators pop it.  Kinds
+ * whose objects are tracked one by one (uncollectable ones, those with a
+ * disclaim procedure) get one object per call. */
+LFGC_EXPORT void GC_generic_malloc_many(size_t bytes, int kind, void **result)
+{
+    *result = NULL;
+    if (kind < 0 || !lf_kind_valid((unsigned)kind)) {
+        lf_warn("GC Warning: GC_generic_malloc_many: no kind %p; returning NULL\n",
+                (uintptr_t)kind);
+        return;
+    }
+    void **list = lf_alloc_kind(bytes, (unsigned)kind);
+    if (!list || bytes > SMALL_REQUEST_MAX || lf_kinds[kind].uncollectable ||
+        lf_disclaim_tracked[kind]) {
+        *result = list;
+        return;
+    }
+    unsigned c = lf_request_class[bytes];
+    struct thread_cache *tc = lf_tl_cache;
+    struct kind_cache *kc = kind < NUM_CACHED_KINDS ? &tc->k[kind] : tc->more[kind];
+    size_t room = 4096 / lf_regions[c].size;
+    for (size_t n = 1; kc && n < room && kc->free[c]; n++) {
+        void **p = free_list_pop(&kc->free[c]);
+        p[0] = list;
+        list = p;
+    }
+    *result = list;
+}
+
+/* bdwgc prints its global free list of a kind and size; lfgc's lists are
+ * per thread: the calling thread's, and the shared one. */
+LFGC_EXPORT void GC_print_free_list(int kind, size_t granules)
+{
+    size_t bytes = granules * 16;
+    if (kind < 0 || !lf_kind_valid((unsigned)kind) || bytes == 0 || bytes > SMALL_REQUEST_MAX) {
+        dprintf(lf_log_fd, "GC_print_free_list: no list for kind %d, %zu granules\n", kind,
+                granules);
+        return;
+    }
+    /* The class GC_generic_malloc_many(bytes) fills. */
+    unsigned c = lf_request_class[bytes];
+    struct thread_cache *tc = lf_tl_cache;
+    struct kind_cache *kc = kind < NUM_CACHED_KINDS ? &tc->k[kind] : tc->more[kind];
+    size_t n = 0;
+    dprintf(lf_log_fd, "Free list of kind %d, %zu-byte objects (this thread):\n", kind,
+            (size_t)lf_regions[c].size);
+    for (void **p = kc ? kc->free[c] : NULL; p; p = link_decode(p[0]), n++)
+        dprintf(lf_log_fd, "\t%p\n", (void *)p);
+    dprintf(lf_log_fd, "%zu objects; %u more on the shared list\n", n,
+            class_kind_of(c, (unsigned)kind)->free_count);
+}
+
 /* ------------------------------------------------------------------ */
 /* Explicit free                                                        */
 

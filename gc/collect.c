@@ -211,6 +211,7 @@ static void phase_mark_roots(struct lf_cycle *cy)
     lf_uncollectables_push();
     lf_roots_mark();
     lf_stacks_mark();
+    lf_mark_push_other_roots();
     lf_finalize_mark_roots();
 }
 

@@ -341,7 +341,9 @@ static void each_old_object(struct region *r, uint64_t lo, uint64_t hi,
         uint64_t base = (i + r->q0) * r->size;
         unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
         i++;
-        if (!k || lf_kinds[k - 1].ptrfree)
+        /* Kinds rescanned whole by every minor collection are queued by
+         * lf_mark_rescan_kinds. */
+        if (!k || lf_kinds[k - 1].ptrfree || lf_kinds[k - 1].rescan_minor)
             continue;
         uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes
                                 : r->size;
@@ -416,7 +418,7 @@ uint64_t lf_dirty_mark_old(void)
 {
     old_bytes_queued = 0;
     each_unprotected_run(scan_old_objects, false);
-    return old_bytes_queued;
+    return old_bytes_queued + lf_mark_rescan_kinds();
 }
 
 /* Whether some word of the page at p points into an aging span.  The next

@@ -32,7 +32,9 @@ LFGC_EXPORT void GC_init_gcj_malloc(int mp_index, void *mp)
         pthread_mutex_unlock(&gcj_lock);
         return;
     }
-    (void)mp;
+    /* Type records whose descriptor is GC_MAKE_PROC(mp_index, env) call mp. */
+    if (mp)
+        lf_mark_proc_set((unsigned)mp_index, (GC_mark_proc)mp);
     int k;
     if (getenv("GC_IGNORE_GCJ_INFO"))
         k = lf_kind_new_sized(SCAN_CONSERVATIVE, 0, true, NULL, 0, true, false);

@@ -322,7 +322,8 @@ enum scan_mode {
     SCAN_PER_OBJECT,        /* the descriptor is read from the object, or from
                                the record its first word points to
                                (GC_DS_PER_OBJECT)                            */
-    SCAN_PROC,              /* a mark procedure, `proc` with `env` (not yet) */
+    SCAN_PROC,              /* a mark procedure: `descr` is its GC_DS_PROC
+                               descriptor (index and argument)               */
     SCAN_TYPED_ARRAY,       /* GC_calloc_explicitly_typed's arrays: the last
                                three words say count, element size and the
                                element's descriptor (typed.c)               */
@@ -351,6 +352,10 @@ struct kind {
                                resizable (typed.c)                          */
     uint8_t manual;         /* malloc's: freed explicitly only, never swept,
                                its spans' mark bits meaningless           */
+    /* Its old objects are scanned again by every minor collection, written
+     * or not: a mark procedure may read memory outside the object, whose
+     * writes no page protection sees. */
+    uint8_t rescan_minor;
     uintptr_t descr;        /* bdwgc's descriptor word: SCAN_LENGTH's bytes,
                                SCAN_BITMAP's bits, SCAN_PER_OBJECT's offset  */
     void *proc;             /* SCAN_PROC                                    */
@@ -388,6 +393,10 @@ int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void 
                       uintptr_t env, bool clear, bool uncollectable);
 bool lf_kind_valid(unsigned kind);                   /* made by now */
 unsigned lf_kinds_made(void);
+/* Mark procedures by index (GC_new_proc), read by the markers. */
+extern GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
+/* Set procedure i (a reserved index: gcj-style allocation's). */
+void lf_mark_proc_set(unsigned i, GC_mark_proc proc);
 static inline bool kind_precise(const struct kind *k)
 {
     return k->scan >= SCAN_BITMAP;
@@ -527,6 +536,11 @@ void lf_mark_range(const void *lo, const void *hi);   /* scan a root range    */
  * in bdwgc (compilers keep derived pointers in frames and registers). */
 void lf_mark_stack_range(const void *lo, const void *hi);
 void lf_mark_push(const void *lo, const void *hi);    /* queue a range: scanned by a later drain */
+/* Minor collection: queue the marked objects of kinds rescanned at every
+ * minor collection (rescan_minor); their bytes. */
+uint64_t lf_mark_rescan_kinds(void);
+/* The program's push-other-roots procedure (GC_set_push_other_roots). */
+void lf_mark_push_other_roots(void);
 /* Queue the part [lo, hi) of the object at base (a slot in use), scanned
  * as its kind says: for a precise kind, only the words in it that the
  * descriptor names.  lo and hi within what kind_scan_len gives. */

@@ -9,10 +9,12 @@
  * a byte, so up to MAX_KINDS (255) kinds exist; the first four are
  * bdwgc's predefined ones.
  */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -73,28 +75,17 @@ int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
     return lf_kind_new_sized(scan, descr, false, proc, env, clear, uncollectable);
 }
 
-int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
-                      uintptr_t env, bool clear, bool uncollectable)
+/* The work of lf_kind_new_sized; the lock held by the caller. */
+static int kind_new_locked(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
+                           uintptr_t env, bool clear, bool uncollectable, struct class_kind *ck)
 {
-    /* Mark procedures come with the runtimes' interface: the marker does
-     * not call them yet. */
-    if (scan == SCAN_PROC)
+    if (num_kinds >= KIND_FIRST_MANUAL)
         return -1;
-    size_t bytes = NUM_CLASSES * sizeof(struct class_kind);
-    struct class_kind *ck = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (ck == MAP_FAILED)
-        return -1;
-    lock();
-    if (num_kinds >= KIND_FIRST_MANUAL) {
-        unlock();
-        munmap(ck, bytes);
-        return -1;
-    }
     unsigned k = num_kinds;
     struct kind *kd = &lf_kinds[k];
     kd->scan = (uint8_t)scan;
     kd->ptrfree = scan == SCAN_NONE;
+    kd->rescan_minor = scan == SCAN_PROC;
     kd->clear = clear;
     kd->uncollectable = uncollectable;
     kd->descr = descr;
@@ -105,8 +96,40 @@ int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void 
     lf_kind_mark[k + 1] = kind_mark_action(kd);
     kd->in_use = 1;
     __atomic_store_n(&num_kinds, k + 1, __ATOMIC_RELEASE);
-    unlock();
     return (int)k;
+}
+
+/* Whether the calling thread holds lfgc's lock (glibc records the owner
+ * of every mutex type): bdwgc's _inner calls expect the caller to hold
+ * it, but a single-threaded program may call them without. */
+static bool lock_held_by_self(void)
+{
+    return __atomic_load_n(&lf_gc_lock.__data.__owner, __ATOMIC_RELAXED) == gettid();
+}
+
+static int kind_new(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
+                    uintptr_t env, bool clear, bool uncollectable, bool maybe_locked)
+{
+    size_t bytes = NUM_CLASSES * sizeof(struct class_kind);
+    struct class_kind *ck = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ck == MAP_FAILED)
+        return -1;
+    bool locked = maybe_locked && lock_held_by_self();
+    if (!locked)
+        lock();
+    int k = kind_new_locked(scan, descr, add_size, proc, env, clear, uncollectable, ck);
+    if (!locked)
+        unlock();
+    if (k < 0)
+        munmap(ck, bytes);
+    return k;
+}
+
+int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
+                      uintptr_t env, bool clear, bool uncollectable)
+{
+    return kind_new(scan, descr, add_size, proc, env, clear, uncollectable, false);
 }
 
 bool lf_kind_valid(unsigned kind)
@@ -115,19 +138,74 @@ bool lf_kind_valid(unsigned kind)
 }
 
 /* ------------------------------------------------------------------ */
-/* bdwgc's interface (gc_mark.h), for the scan modes implemented        */
+/* Mark procedures                                                     */
+
+LF_UNSCANNED GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
+static LF_UNSCANNED unsigned num_procs = GC_RESERVED_MARK_PROCS;     /* lock held */
+
+void lf_mark_proc_set(unsigned i, GC_mark_proc proc)
+{
+    if (i >= GC_MAX_MARK_PROCS)
+        lf_abort("lfgc: mark procedure index out of range");
+    __atomic_store_n(&lf_mark_procs[i], proc, __ATOMIC_RELEASE);
+}
+
+static unsigned new_proc(GC_mark_proc proc, bool maybe_locked)
+{
+    if (!proc)
+        lf_abort("lfgc: GC_new_proc: NULL mark procedure");
+    bool locked = maybe_locked && lock_held_by_self();
+    if (!locked)
+        lf_ensure_init();
+    if (!locked)
+        lock();
+    unsigned i = num_procs;
+    if (i < GC_MAX_MARK_PROCS) {
+        num_procs++;
+        lf_mark_proc_set(i, proc);
+    }
+    if (!locked)
+        unlock();
+    if (i >= GC_MAX_MARK_PROCS)
+        lf_abort("lfgc: GC_new_proc: too many mark procedures (64, as in bdwgc)");
+    return i;
+}
+
+LFGC_EXPORT unsigned GC_new_proc(GC_mark_proc proc)
+{
+    return new_proc(proc, false);
+}
+
+LFGC_EXPORT unsigned GC_new_proc_inner(GC_mark_proc proc)
+{
+    return new_proc(proc, true);
+}
+
+/* ------------------------------------------------------------------ */
+/* bdwgc's interface to kinds (gc_mark.h, gc_inline.h)                 */
 
 /* Entries bdwgc's gc_inline.h would index (granules 0..256); lfgc keeps
  * its lists per thread, so the array only stays NULL. */
 #define BDWGC_FREE_LIST_ENTRIES 257
 
+/* Never collected, never scanned (it stays NULL).  From mmap: the _inner
+ * form may be called with the lock held, which allocation takes. */
+static void **new_free_list(void)
+{
+    refused_check();
+    void *fl = mmap(NULL, BDWGC_FREE_LIST_ENTRIES * sizeof(void *), PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return fl == MAP_FAILED ? NULL : fl;
+}
+
 LFGC_EXPORT void **GC_new_free_list(void)
 {
-    refused_check();            /* the allocation would be the other copy's */
-    void **fl = GC_malloc_atomic_uncollectable(BDWGC_FREE_LIST_ENTRIES * sizeof(void *));
-    if (fl)
-        memset(fl, 0, BDWGC_FREE_LIST_ENTRIES * sizeof(void *));
-    return fl;
+    return new_free_list();
+}
+
+LFGC_EXPORT void **GC_new_free_list_inner(void)
+{
+    return new_free_list();
 }
 
 /* Through the program's abort function (GC_set_abort_func), as bdwgc's
@@ -140,10 +218,10 @@ static __attribute__((noreturn)) void kind_refused(const char *why, GC_word desc
     lf_abort(msg);
 }
 
-LFGC_EXPORT unsigned GC_new_kind(void **free_list, GC_word descr, int add_size, int clear)
+static unsigned new_kind(GC_word descr, int add_size, int clear, bool maybe_locked)
 {
-    (void)free_list;
-    lf_ensure_init();
+    if (!maybe_locked || !lock_held_by_self())
+        lf_ensure_init();
     enum scan_mode scan;
     switch (descr & GC_DS_TAGS) {
     case GC_DS_LENGTH:
@@ -161,21 +239,163 @@ LFGC_EXPORT unsigned GC_new_kind(void **free_list, GC_word descr, int add_size, 
     case GC_DS_PER_OBJECT:
         scan = SCAN_PER_OBJECT;
         break;
-    default:
-        kind_refused("mark procedures (GC_DS_PROC) are not supported so far", descr);
+    default:                                /* GC_DS_PROC */
+        if (add_size)
+            kind_refused("a mark procedure's descriptor cannot have the size added", descr);
+        if (!__atomic_load_n(&lf_mark_procs[(descr >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1)],
+                             __ATOMIC_ACQUIRE))
+            kind_refused("no mark procedure has that index (GC_new_proc)", descr);
+        scan = SCAN_PROC;
+        break;
     }
-    int k = lf_kind_new_sized(scan, descr, add_size != 0, NULL, 0, clear != 0, false);
+    int k = kind_new(scan, descr, add_size != 0, NULL, 0, clear != 0, false, maybe_locked);
     if (k < 0)
         kind_refused("too many kinds", descr);
     return (unsigned)k;
 }
 
+LFGC_EXPORT unsigned GC_new_kind(void **free_list, GC_word descr, int add_size, int clear)
+{
+    (void)free_list;
+    return new_kind(descr, add_size, clear, false);
+}
+
+LFGC_EXPORT unsigned GC_new_kind_inner(void **free_list, GC_word descr, int add_size, int clear)
+{
+    (void)free_list;
+    return new_kind(descr, add_size, clear, true);
+}
+
+static bool kind_ok(int kind, const char *call)
+{
+    if (likely(kind >= 0 && lf_kind_valid((unsigned)kind)))
+        return true;
+    lf_warn(call, (uintptr_t)kind);
+    return false;
+}
+
 LFGC_EXPORT void *GC_generic_malloc(size_t bytes, int kind)
 {
-    if (kind < 0 || !lf_kind_valid((unsigned)kind)) {
-        lf_warn("GC Warning: GC_generic_malloc: no kind %p; returning NULL\n",
-                (uintptr_t)kind);
+    if (!kind_ok(kind, "GC Warning: GC_generic_malloc: no kind %p; returning NULL\n"))
+        return NULL;
+    return lf_alloc_kind(bytes, (unsigned)kind);
+}
+
+/* Interior pointers cost nothing here: the hint changes nothing. */
+LFGC_EXPORT void *GC_generic_malloc_ignore_off_page(size_t bytes, int kind)
+{
+    if (!kind_ok(kind, "GC Warning: GC_generic_malloc_ignore_off_page: no kind %p; "
+                       "returning NULL\n"))
+        return NULL;
+    return lf_alloc_kind(bytes, (unsigned)kind);
+}
+
+LFGC_EXPORT void *GC_malloc_kind(size_t bytes, int kind)
+{
+    if (!kind_ok(kind, "GC Warning: GC_malloc_kind: no kind %p; returning NULL\n"))
+        return NULL;
+    return lf_alloc_kind(bytes, (unsigned)kind);
+}
+
+/* bdwgc's form that bypasses its thread-local lists: lfgc's are as good. */
+LFGC_EXPORT void *GC_malloc_kind_global(size_t bytes, int kind)
+{
+    if (!kind_ok(kind, "GC Warning: GC_malloc_kind_global: no kind %p; returning NULL\n"))
+        return NULL;
+    return lf_alloc_kind(bytes, (unsigned)kind);
+}
+
+/* Uncollectability is a property of the kind here (a span holds one
+ * kind): each collectable kind gets an uncollectable twin, scanned the
+ * same way, made on first use. */
+static LF_UNSCANNED uint8_t uncollectable_twin[MAX_KINDS] = {
+    [KIND_PTRFREE] = KIND_AUNCOLLECTABLE + 1,
+    [KIND_NORMAL] = KIND_UNCOLLECTABLE + 1,
+    [KIND_UNCOLLECTABLE] = KIND_UNCOLLECTABLE + 1,
+    [KIND_AUNCOLLECTABLE] = KIND_AUNCOLLECTABLE + 1,
+};
+static LF_UNSCANNED pthread_mutex_t twin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int twin_of(unsigned kind)
+{
+    unsigned t = __atomic_load_n(&uncollectable_twin[kind], __ATOMIC_ACQUIRE);
+    if (likely(t))
+        return (int)t - 1;
+    const struct kind *kd = &lf_kinds[kind];
+    if (kd->uncollectable)
+        return (int)kind;
+    pthread_mutex_lock(&twin_lock);
+    t = uncollectable_twin[kind];
+    if (!t) {
+        /* Cleared, as bdwgc clears uncollectable objects. */
+        int k = lf_kind_new_sized((enum scan_mode)kd->scan, kd->descr, kd->add_size, kd->proc,
+                                  kd->env, true, true);
+        if (k >= 0) {
+            lf_kinds[k].fixed_layout = kd->fixed_layout;
+            t = (unsigned)k + 1;
+            __atomic_store_n(&uncollectable_twin[kind], (uint8_t)t, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&twin_lock);
+    return (int)t - 1;
+}
+
+LFGC_EXPORT void *GC_generic_malloc_uncollectable(size_t bytes, int kind)
+{
+    if (!kind_ok(kind, "GC Warning: GC_generic_malloc_uncollectable: no kind %p; "
+                       "returning NULL\n"))
+        return NULL;
+    lf_ensure_init();
+    int t = twin_of((unsigned)kind);
+    if (t < 0) {
+        lf_warn("GC Warning: GC_generic_malloc_uncollectable: too many kinds for the "
+                "uncollectable form of kind %p; returning NULL\n", (uintptr_t)kind);
         return NULL;
     }
+    return lf_alloc_kind(bytes, (unsigned)t);
+}
+
+/* The kind GC_get_kind_and_size reported is the object's own, uncollectable
+ * ones included: allocating it again gives the same kind of object. */
+LFGC_EXPORT void *GC_generic_or_special_malloc(size_t bytes, int kind)
+{
+    if (!kind_ok(kind, "GC Warning: GC_generic_or_special_malloc: no kind %p; "
+                       "returning NULL\n"))
+        return NULL;
     return lf_alloc_kind(bytes, (unsigned)kind);
+}
+
+LFGC_EXPORT void *GC_debug_generic_or_special_malloc(size_t bytes, int kind, const char *s,
+                                                     int i)
+{
+    (void)s;
+    (void)i;
+    return GC_generic_or_special_malloc(bytes, kind);
+}
+
+LFGC_EXPORT int GC_get_kind_and_size(const void *p, size_t *psize)
+{
+    void *base = lf_base(p);
+    unsigned k = base ? lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] : 0;
+    if (!k) {
+        lf_warn("GC Warning: GC_get_kind_and_size: %p is not in lfgc's heap\n", (uintptr_t)p);
+        if (psize)
+            *psize = 0;
+        return -1;
+    }
+    if (psize)
+        *psize = GC_size(base);
+    return (int)k - 1;
+}
+
+/* Kept for bdwgc's debug printing, which lfgc does not do. */
+static LF_UNSCANNED GC_describe_type_fn describe_type[MAX_KINDS];
+
+LFGC_EXPORT void GC_register_describe_type_fn(int kind, GC_describe_type_fn fn)
+{
+    if (kind < 0 || kind >= MAX_KINDS) {
+        lf_warn("GC Warning: GC_register_describe_type_fn: no kind %p\n", (uintptr_t)kind);
+        return;
+    }
+    __atomic_store_n(&describe_type[kind], fn, __ATOMIC_RELEASE);
 }

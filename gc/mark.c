@@ -76,6 +76,7 @@ struct marker {
      * marker, not a pointer to the caller's entry: the hot loop keeps its
      * entries in registers). */
     uintptr_t plain_lo, plain_hi;
+    bool atomic;                  /* marks atomically (for mark procedures) */
 };
 
 struct packet {
@@ -252,6 +253,47 @@ scan_words(struct marker *m, uintptr_t lo, uintptr_t hi, uintptr_t *top, const b
 }
 
 /* ------------------------------------------------------------------ */
+/* Mark procedures (bdwgc's gc_mark.h)                                 */
+
+/* The marker running a mark procedure on this thread, NULL outside one:
+ * what GC_mark_and_push and GC_push_all find their stack through. */
+static __thread struct marker *proc_marker __attribute__((tls_model("initial-exec")));
+
+/* Room a procedure is told it has: the pointers it gets name the marker
+ * and are never dereferenced, so the limit only has to lie beyond. */
+#define PROC_STACK_ROOM ((size_t)1 << 16)
+
+/* Call mark procedure proc (descriptor d) on the object at obj; returns
+ * the new top. */
+static __attribute__((noinline)) uintptr_t *
+call_proc(struct marker *m, uintptr_t *top, uintptr_t obj, GC_mark_proc proc, uintptr_t d,
+          bool atomic)
+{
+    m->top = top;
+    m->atomic = atomic;
+    struct marker *outer = proc_marker;
+    proc_marker = m;
+    struct GC_ms_entry *msp = (struct GC_ms_entry *)m;
+    proc((GC_word *)obj, msp, msp + PROC_STACK_ROOM, d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS));
+    proc_marker = outer;
+    return m->top;
+}
+
+LFGC_EXPORT struct GC_ms_entry *GC_mark_and_push(void *obj, struct GC_ms_entry *msp,
+                                                 struct GC_ms_entry *lim, void **src)
+{
+    (void)lim;
+    (void)src;
+    struct marker *m = proc_marker;
+    if (unlikely(!m || msp != (struct GC_ms_entry *)m))
+        lf_abort("lfgc: GC_mark_and_push called outside a mark procedure, or with a "
+                 "mark-stack pointer its procedure was not given");
+    m->top = m->atomic ? mark_word(m, (uintptr_t)obj, m->top, true, lf_base_only)
+                       : mark_word(m, (uintptr_t)obj, m->top, false, lf_base_only);
+    return msp;
+}
+
+/* ------------------------------------------------------------------ */
 /* Precise kinds: the words a descriptor names                         */
 
 /* Pick the copy of an always_inline scanner specialised for `atomic` and
@@ -370,8 +412,11 @@ static uintptr_t *scan_descr(struct marker *m, uintptr_t *top, uintptr_t obj, ui
                 top = slice_precise(m, top, lo, &hi);
             return SPECIALISED(scan_long_bitmap, m, top, obj, lb, lo, hi);
         }
-        /* Mark procedures are not called yet: the object is scanned
-         * whole, conservatively. */
+        GC_mark_proc fn = __atomic_load_n(&lf_mark_procs[proc], __ATOMIC_ACQUIRE);
+        if (likely(fn))
+            return call_proc(m, top, obj, fn, d, atomic);
+        /* An index no procedure has (a descriptor found in an object): the
+         * object is scanned whole, conservatively. */
         break;
     }
     default: {                              /* GC_DS_PER_OBJECT */
@@ -901,6 +946,81 @@ static void mark_object_now(const void *base, const struct kind *k, uint64_t len
     }
 }
 
+/* ------------------------------------------------------------------ */
+/* The push API (gc_mark.h): roots a program adds during a collection  */
+
+/* bdwgc's default pushes what its own marker needs; lfgc's marks those
+ * roots itself, so its default does nothing.  Non-NULL, as bdwgc's: a
+ * program that chains to the procedure it replaced may call it. */
+static void default_push_other_roots(void)
+{
+}
+
+/* A variable, as in bdwgc, whose export list leaks it: ECL reads and
+ * writes it directly rather than through the calls below. */
+LFGC_EXPORT LF_UNSCANNED GC_push_other_roots_proc GC_push_other_roots =
+    default_push_other_roots;
+
+void lf_mark_push_other_roots(void)
+{
+    GC_push_other_roots_proc fn = __atomic_load_n(&GC_push_other_roots, __ATOMIC_ACQUIRE);
+    if (fn)
+        fn();
+}
+
+LFGC_EXPORT void GC_set_push_other_roots(GC_push_other_roots_proc fn)
+{
+    __atomic_store_n(&GC_push_other_roots, fn, __ATOMIC_RELEASE);
+}
+
+LFGC_EXPORT GC_push_other_roots_proc GC_get_push_other_roots(void)
+{
+    return __atomic_load_n(&GC_push_other_roots, __ATOMIC_ACQUIRE);
+}
+
+/* From a mark procedure, onto its marker's stack; from the collecting
+ * thread (a push-other-roots procedure), onto marker 0's; from anywhere
+ * else (no collection in progress) nothing. */
+static void push_range_api(void *bottom, void *top, bool now)
+{
+    uintptr_t a = ((uintptr_t)bottom + 7) & ~(uintptr_t)7;
+    uintptr_t b = (uintptr_t)top & ~(uintptr_t)7;
+    if (a >= b)
+        return;
+    struct marker *m = proc_marker;
+    if (m) {
+        m->top = push_range(m, m->top, a, b);
+        return;
+    }
+    if (!lf_collect_in_progress() || !lf_world_stopped_by_self())
+        return;
+    if (now)
+        lf_mark_range((const void *)a, (const void *)b);
+    else
+        lf_mark_push((const void *)a, (const void *)b);
+}
+
+LFGC_EXPORT void GC_push_all(void *bottom, void *top)
+{
+    push_range_api(bottom, top, false);
+}
+
+LFGC_EXPORT void GC_push_all_eager(void *bottom, void *top)
+{
+    push_range_api(bottom, top, true);
+}
+
+LFGC_EXPORT void GC_push_conditional(void *bottom, void *top, int all)
+{
+    (void)all;
+    push_range_api(bottom, top, false);
+}
+
+/* lfgc's finalization tables are marked by finalize.c anyway. */
+LFGC_EXPORT void GC_push_finalizer_structures(void)
+{
+}
+
 /* Finish the mark: all markers drain the shared work to the end, then
  * overflows are recovered. */
 void lf_mark_finish(void)
@@ -998,8 +1118,9 @@ void lf_mark_contents(const void *p, bool skip_self)
     /* What the marker would scan of it: its kind says how much. */
     end = base + kind_scan_len(k, (const void *)base, end - base);
     /* Words pointing into the object itself are left out word by word:
-     * then, as bdwgc does, a precise kind's object is scanned whole. */
-    if (!skip_self && kind_precise(k)) {
+     * then, as bdwgc does, a precise kind's object is scanned whole.  A
+     * mark procedure's always decides (its words may hide references). */
+    if ((!skip_self || k->scan == SCAN_PROC) && kind_precise(k)) {
         if (end > base)
             mark_object_now((const void *)base, k, end - base);
         return;
@@ -1118,4 +1239,76 @@ static void mark_recover_overflow(void)
     }
     recovering = false;
     parallel_now = saved;
+}
+
+/* A minor collection does not see writes a mark procedure reads outside
+ * its object: every old object of such a kind is scanned again. */
+uint64_t lf_mark_rescan_kinds(void)
+{
+    uint64_t bytes = 0;
+    unsigned kinds = lf_kinds_made();
+    bool any = false;
+    for (unsigned k = NUM_PREDEFINED_KINDS; k < kinds; k++)
+        any |= lf_kinds[k].rescan_minor && !lf_kinds[k].uncollectable;
+    if (!any)
+        return 0;
+    for_each_span_in_use(it) {
+        struct region *r = it.r;
+        struct span *s = it.s;
+        const struct kind *kd = &lf_kinds[s->kind];
+        if (!kd->rescan_minor || kd->uncollectable)
+            continue;
+        uint64_t qa, qb;
+        lf_span_slots(r, it.j, &qa, &qb);
+        for (uint64_t q = qa; q < qb; q++) {
+            if (!bit_get(r->mark_bits, q - r->q0))
+                continue;
+            uint64_t len = r->large ? s->obj_bytes : r->size;
+            lf_mark_push_part((const void *)(q * r->size), (const void *)(q * r->size),
+                              (const char *)(q * r->size) + len);
+            bytes += len;
+        }
+    }
+    return bytes;
+}
+
+/* ------------------------------------------------------------------ */
+/* Mark bits (gc_mark.h)                                               */
+
+/* The mark word and bit of the object p points into; false (reported)
+ * when p is not in an object of lfgc's heap. */
+static bool mark_bit_of(const void *p, const char *call, uint64_t **word, uint64_t *mask)
+{
+    struct region *r;
+    uint64_t q;
+    if (!object_of(p, &r, &q)) {
+        lf_warn(call, (uintptr_t)p);
+        return false;
+    }
+    uint64_t bit = q - r->q0;
+    *word = &r->mark_bits[bit >> 6];
+    *mask = 1ull << (bit & 63);
+    return true;
+}
+
+LFGC_EXPORT int GC_is_marked(const void *p)
+{
+    uint64_t *w, mask;
+    if (!mark_bit_of(p, "GC Warning: GC_is_marked: %p is not in lfgc's heap\n", &w, &mask))
+        return 0;
+    return (AO_load((volatile AO_t *)w) & mask) != 0;
+}
+
+LFGC_EXPORT void GC_set_mark_bit(const void *p)
+{
+    uint64_t *w, mask;
+    if (mark_bit_of(p, "GC Warning: GC_set_mark_bit: %p is not in lfgc's heap\n", &w, &mask))
+        AO_or((volatile AO_t *)w, mask);
+}
+
+LFGC_EXPORT void GC_clear_mark_bit(const void *p)
+{
+    uint64_t *w, mask;
+    if (mark_bit_of(p, "GC Warning: GC_clear_mark_bit: %p is not in lfgc's heap\n", &w, &mask))
+        AO_and((volatile AO_t *)w, ~mask);
 }

@@ -227,11 +227,14 @@ GC_API void GC_push_finalizer_structures(void);
 
 /* A procedure called by every collection, with the world stopped, after
  * the other roots are marked, to push more roots (GC_push_all).  The
- * default does nothing; one set should call the one it replaces
- * (GC_get_push_other_roots).  NULL restores the default. */
+ * default does nothing (it is not NULL: one set should call the one it
+ * replaces, GC_get_push_other_roots); NULL sets none. */
 typedef void (*GC_push_other_roots_proc)(void);
 GC_API void GC_set_push_other_roots(GC_push_other_roots_proc fn);
 GC_API GC_push_other_roots_proc GC_get_push_other_roots(void);
+/* The same procedure as a variable: not in bdwgc's headers, but exported
+ * by its library, and written directly by some runtimes (ECL). */
+GC_API GC_push_other_roots_proc GC_push_other_roots;
 
 /* ------------------------------------------------------------------ */
 /* Other calls of bdwgc's gc_mark.h                                    */

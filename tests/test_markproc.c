@@ -1,0 +1,730 @@
+/* test_markproc.c: mark procedures (GC_new_proc, GC_DS_PROC kinds,
+ * GC_mark_and_push), on every marker thread, under minor collections and
+ * mark-stack overflow; the push API; mark-bit calls; the generic
+ * allocation calls and GC_generic_malloc_many's lists with gc_inline.h.
+ *
+ * The kinds under test keep their references encoded (XORed with a mask
+ * that sets bit 63, so that no word is a heap address): only the mark
+ * procedure can find them, and a plain field it ignores keeps nothing.
+ */
+#include "test_util.h"
+#include "gc_mark.h"
+#include "gc_inline.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#define ENC_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5)
+#define ENC(p) ((uintptr_t)(p) ^ ENC_MASK)
+#define DEC(w) ((void *)((uintptr_t)(w) ^ ENC_MASK))
+#define NODE_MAGIC 0x6e6f6465c0ffee01ull
+#define PROC_ENV 0x1234u
+
+/* An object of the procedure's kind.  `plain` is a pointer the procedure
+ * ignores on purpose. */
+struct pnode {
+    uint64_t magic;             /* set last: 0 while being built      */
+    uintptr_t next;             /* encoded                            */
+    void *plain;                /* not a reference for the procedure  */
+    uintptr_t other;            /* encoded                            */
+    uint64_t key;
+    uint64_t side;              /* index into side_table, +1; 0: none */
+    uintptr_t extra;            /* encoded                            */
+};
+
+/* References kept outside the heap, in memory lfgc neither scans nor
+ * write-protects: only the procedure reads them. */
+#define SIDE_ENTRIES 64
+static uintptr_t *side_table;
+
+static atomic_ulong proc_calls;
+static atomic_int bad_env;
+static pthread_t proc_threads[4];
+static atomic_int proc_thread_count;
+
+static void note_thread(void)
+{
+    pthread_t self = pthread_self();
+    int n = atomic_load(&proc_thread_count);
+    for (int i = 0; i < n && i < 4; i++)
+        if (pthread_equal(proc_threads[i], self))
+            return;
+    if (n < 4) {
+        int slot = atomic_fetch_add(&proc_thread_count, 1);
+        if (slot < 4)
+            proc_threads[slot] = self;
+    }
+}
+
+static struct GC_ms_entry *pnode_mark(GC_word *addr, struct GC_ms_entry *msp,
+                                      struct GC_ms_entry *lim, GC_word env)
+{
+    struct pnode *n = (struct pnode *)addr;
+    atomic_fetch_add_explicit(&proc_calls, 1, memory_order_relaxed);
+    if (env != PROC_ENV)
+        atomic_store(&bad_env, 1);
+    note_thread();
+    if (n->magic != NODE_MAGIC)
+        return msp;
+    if (n->next)
+        msp = GC_MARK_AND_PUSH(DEC(n->next), msp, lim, NULL);
+    if (n->other)
+        msp = GC_MARK_AND_PUSH(DEC(n->other), msp, lim, NULL);
+    if (n->side)
+        msp = GC_MARK_AND_PUSH(DEC(side_table[n->side - 1]), msp, lim, NULL);
+    if (n->extra)
+        msp = GC_MARK_AND_PUSH(DEC(n->extra), msp, lim, NULL);
+    return msp;
+}
+
+static int pkind = -1;
+
+static void make_kind(void)
+{
+    if (pkind >= 0)
+        return;
+    unsigned proc = GC_new_proc(pnode_mark);
+    cr_assert_geq(proc, GC_RESERVED_MARK_PROCS);
+    cr_assert_lt(proc, GC_MAX_MARK_PROCS);
+    pkind = (int)GC_new_kind(GC_new_free_list(), GC_MAKE_PROC(proc, PROC_ENV), 0, 1);
+    side_table = calloc(SIDE_ENTRIES, sizeof *side_table);
+    cr_assert_not_null(side_table);
+}
+
+static void suite_init(void)
+{
+    tu_warm_up();
+    make_kind();
+}
+
+TestSuite(markproc, .init = suite_init);
+
+static TU_NOINLINE struct pnode *pnode_new(uint64_t key)
+{
+    struct pnode *n = GC_generic_malloc(sizeof *n, pkind);
+    cr_assert_not_null(n);
+    n->key = key;
+    n->magic = NODE_MAGIC;
+    return n;
+}
+
+static TU_NOINLINE void *target_new(size_t bytes, uint64_t seed)
+{
+    void *p = GC_malloc(bytes);
+    cr_assert_not_null(p);
+    tu_fill_bytes(p, bytes, seed);
+    return p;
+}
+
+/* Bytes of the target that differ from their pattern: 0 when intact. */
+static TU_NOINLINE size_t target_damage(GC_hidden_pointer h, size_t bytes, uint64_t seed)
+{
+    return bytes - tu_check_bytes(GC_REVEAL_POINTER(h), bytes, seed);
+}
+
+/* ------------------------------------------------------------------ */
+/* What the procedure marks, and only that                             */
+
+static void *volatile holder;
+
+static TU_NOINLINE void make_holder(GC_hidden_pointer *hn, GC_hidden_pointer *ho,
+                                    GC_hidden_pointer *hp)
+{
+    struct pnode *h = pnode_new(1);
+    void *a = target_new(64, 11), *b = target_new(64, 12), *c = target_new(64, 13);
+    h->next = ENC(a);
+    h->other = ENC(b);
+    h->plain = c;
+    *hn = tu_hide(a);
+    *ho = tu_hide(b);
+    *hp = tu_hide(c);
+    holder = h;
+}
+
+Test(markproc, procedure_marks_encoded_fields_only)
+{
+    GC_hidden_pointer hn, ho, hp;
+    unsigned long calls0 = atomic_load(&proc_calls);
+    make_holder(&hn, &ho, &hp);
+    tu_collect();
+    tu_collect();
+    cr_assert_gt(atomic_load(&proc_calls), calls0, "the mark procedure was never called");
+    cr_assert_eq(atomic_load(&bad_env), 0, "the procedure got the wrong env");
+    cr_assert(tu_live(hn), "the object behind the encoded `next` was reclaimed");
+    cr_assert(tu_live(ho), "the object behind the encoded `other` was reclaimed");
+    cr_assert_eq(target_damage(hn, 64, 11), 0);
+    cr_assert_eq(target_damage(ho, 64, 12), 0);
+    /* A conservative scan would keep it: the kind's procedure does not. */
+    cr_assert(!tu_live(hp), "the plain field the procedure ignores kept its target");
+    holder = NULL;
+    tu_collect();
+    cr_assert(!tu_live(hn) && !tu_live(ho), "garbage behind a dead holder survived");
+}
+
+/* A long list linked only through encoded words: all of it lives while
+ * its head is rooted, all of it is reclaimed after. */
+#define CHAIN 20000
+
+static TU_NOINLINE GC_hidden_pointer chain_build(uint64_t seed, size_t n, GC_hidden_pointer *last)
+{
+    struct pnode *head = NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct pnode *p = pnode_new(seed + i);
+        p->next = head ? ENC(head) : 0;
+        p->other = ENC(target_new(32, seed + i));
+        if (!head)
+            *last = tu_hide(p);
+        head = p;
+    }
+    return tu_hide(head);
+}
+
+/* Number of intact nodes from the head (n - 1 down to 0). */
+static TU_NOINLINE size_t chain_check(GC_hidden_pointer h, uint64_t seed, size_t n)
+{
+    size_t ok = 0;
+    for (struct pnode *p = GC_REVEAL_POINTER(h); p; p = p->next ? DEC(p->next) : NULL) {
+        size_t i = n - 1 - ok;
+        if (p->magic != NODE_MAGIC || p->key != seed + i || !p->other ||
+            tu_check_bytes(DEC(p->other), 32, seed + i) != 32)
+            break;
+        ok++;
+    }
+    return ok;
+}
+
+static TU_NOINLINE void root_set(void *volatile *root, GC_hidden_pointer h)
+{
+    *root = GC_REVEAL_POINTER(h);
+}
+
+Test(markproc, encoded_chain_lives_then_is_reclaimed)
+{
+    GC_hidden_pointer last;
+    GC_hidden_pointer h = chain_build(0x5000, CHAIN, &last);
+    root_set(&holder, h);
+    for (int i = 0; i < 3; i++) {
+        tu_collect();
+        cr_assert_eq(chain_check(h, 0x5000, CHAIN), CHAIN, "collection %d: chain broken", i);
+    }
+    holder = NULL;
+    tu_collect();
+    cr_assert(!tu_live(h) && !tu_live(last), "an unreachable chain survived");
+}
+
+/* ------------------------------------------------------------------ */
+/* Minor collections                                                    */
+
+static TU_NOINLINE int minor_available(void)
+{
+    tu_collect();
+    return lfgc_collect_minor();
+}
+
+static TU_NOINLINE int collect_minor(void)
+{
+    tu_clear_stack();
+    int minor = lfgc_collect_minor();
+    tu_clear_stack();
+    return minor;
+}
+
+#define NEED_MINOR()                                                          \
+    do {                                                                      \
+        if (!minor_available())                                               \
+            TU_SKIP("minor collections unavailable: the kernel lacks "        \
+                    "userfaultfd asynchronous write protection");             \
+    } while (0)
+
+/* A size class of its own per round: a thread's cached free slots are
+ * marked by a collection, so an object allocated from a list cached before
+ * the last one would not be young. */
+#define YOUNG_SIZE(i) (200 + 48 * (size_t)(i))
+
+static TU_NOINLINE void store_next(GC_hidden_pointer holder_h, GC_hidden_pointer target)
+{
+    struct pnode *n = GC_REVEAL_POINTER(holder_h);
+    n->extra = ENC(GC_REVEAL_POINTER(target));
+}
+
+static TU_NOINLINE GC_hidden_pointer new_target(size_t bytes, uint64_t seed)
+{
+    return tu_hide(target_new(bytes, seed));
+}
+
+/* An old object of the procedure's kind gets a young referent through an
+ * encoded field: the minor collection scans it with its procedure. */
+Test(markproc, old_proc_object_written_keeps_young_in_minor)
+{
+    NEED_MINOR();
+    GC_hidden_pointer last;
+    GC_hidden_pointer h = chain_build(0x7000, 256, &last);
+    root_set(&holder, h);
+    tu_collect();
+    cr_assert(collect_minor());     /* the nodes are old, their pages protected */
+    GC_hidden_pointer young[8];
+    for (int i = 0; i < 8; i++) {
+        young[i] = new_target(YOUNG_SIZE(i), 0x7100 + (uint64_t)i);
+        store_next(last, young[i]);
+        cr_assert(collect_minor(), "round %d: expected a minor collection", i);
+        cr_assert(tu_live(young[i]), "round %d: young object held by an old one reclaimed", i);
+        cr_assert_eq(target_damage(young[i], YOUNG_SIZE(i), 0x7100 + (uint64_t)i), 0);
+    }
+    /* The ones replaced are garbage, reclaimed by a full collection. */
+    tu_collect();
+    for (int i = 0; i < 7; i++)
+        cr_assert(!tu_live(young[i]), "replaced object %d survived", i);
+    cr_assert(tu_live(young[7]));
+    cr_assert_eq(chain_check(h, 0x7000, 256), 256);
+    holder = NULL;
+}
+
+static TU_NOINLINE void side_store(unsigned i, GC_hidden_pointer target)
+{
+    side_table[i] = ENC(GC_REVEAL_POINTER(target));
+}
+
+static TU_NOINLINE GC_hidden_pointer side_node(unsigned i)
+{
+    struct pnode *n = pnode_new(0x7200 + i);
+    n->side = i + 1;
+    return tu_hide(n);
+}
+
+/* The procedure reads a reference outside its object, in memory whose
+ * writes no page protection sees: every minor collection must still run
+ * it on the old objects of its kind. */
+Test(markproc, reference_outside_the_object_survives_minor)
+{
+    NEED_MINOR();
+    GC_hidden_pointer first = new_target(80, 0x7300);
+    side_store(5, first);
+    GC_hidden_pointer n = side_node(5);
+    root_set(&holder, n);
+    tu_collect();
+    cr_assert(collect_minor());
+    cr_assert(collect_minor());     /* n is old, its page protected */
+    cr_assert(tu_live(first));
+    GC_hidden_pointer young[6];
+    for (int i = 0; i < 6; i++) {
+        young[i] = new_target(YOUNG_SIZE(i), 0x7310 + (uint64_t)i);
+        side_store(5, young[i]);
+        cr_assert(collect_minor(), "round %d: expected a minor collection", i);
+        cr_assert(collect_minor(), "round %d: expected a minor collection", i);
+        cr_assert(tu_live(young[i]), "round %d: object held through the side table reclaimed",
+                  i);
+        cr_assert_eq(target_damage(young[i], YOUNG_SIZE(i), 0x7310 + (uint64_t)i), 0);
+    }
+    tu_collect();
+    cr_assert(!tu_live(first), "the replaced object survived a full collection");
+    cr_assert(tu_live(young[5]));
+    side_table[5] = 0;
+    holder = NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Generic allocation calls                                             */
+
+Test(markproc, kind_and_size_and_generic_variants)
+{
+    size_t sz = 0;
+    struct pnode *n = pnode_new(3);
+    cr_assert_eq(GC_get_kind_and_size(n, &sz), pkind);
+    cr_assert_geq(sz, sizeof *n);
+    cr_assert_eq(GC_get_kind_and_size((char *)n + 8, NULL), pkind);
+    void *a = GC_malloc_atomic(100);
+    cr_assert_eq(GC_get_kind_and_size(a, &sz), GC_I_PTRFREE);
+    cr_assert_geq(sz, 100);
+    void *u = GC_malloc_uncollectable(40);
+    cr_assert_eq(GC_get_kind_and_size(u, NULL), 2);
+    void *u2 = GC_generic_or_special_malloc(40, GC_get_kind_and_size(u, NULL));
+    cr_assert_eq(GC_get_kind_and_size(u2, NULL), 2);
+    GC_free(u);
+    GC_free(u2);
+    void *k = GC_malloc_kind(48, GC_I_NORMAL);
+    cr_assert_eq(GC_get_kind_and_size(k, NULL), GC_I_NORMAL);
+    k = GC_malloc_kind_global(48, pkind);
+    cr_assert_eq(GC_get_kind_and_size(k, NULL), pkind);
+    k = GC_generic_malloc_ignore_off_page(100000, pkind);
+    cr_assert_eq(GC_get_kind_and_size(k, &sz), pkind);
+    cr_assert_geq(sz, 100000);
+    tu_warn_reset();
+    GC_set_warn_proc(tu_warn_proc);
+    int stack_word;
+    cr_assert_eq(GC_get_kind_and_size(&stack_word, &sz), -1);
+    cr_assert_eq(sz, 0);
+    cr_assert_null(GC_generic_malloc(16, 200));
+    cr_assert_eq(tu_warn_count, 2, "%d warnings", tu_warn_count);
+}
+
+static TU_NOINLINE GC_hidden_pointer uncollectable_holder(GC_hidden_pointer target)
+{
+    struct pnode *u = GC_generic_malloc_uncollectable(sizeof *u, pkind);
+    cr_assert_not_null(u);
+    cr_assert_eq(u->next, 0);
+    u->next = ENC(GC_REVEAL_POINTER(target));
+    u->magic = NODE_MAGIC;
+    return tu_hide(u);
+}
+
+/* An uncollectable object of a procedure's kind: a root, scanned by the
+ * procedure. */
+Test(markproc, uncollectable_object_of_proc_kind)
+{
+    GC_hidden_pointer t = new_target(72, 0x8100);
+    GC_hidden_pointer u = uncollectable_holder(t);
+    int k = GC_get_kind_and_size(GC_REVEAL_POINTER(u), NULL);
+    cr_assert_neq(k, pkind, "an uncollectable object in a collectable kind");
+    tu_collect();
+    tu_collect();
+    cr_assert(tu_live(u), "an uncollectable object was reclaimed");
+    cr_assert(tu_live(t), "what an uncollectable procedure-kind object references was reclaimed");
+    cr_assert_eq(target_damage(t, 72, 0x8100), 0);
+    GC_free(GC_REVEAL_POINTER(u));
+    tu_collect();
+    cr_assert(!tu_live(t), "target of a freed uncollectable object survived");
+}
+
+/* ------------------------------------------------------------------ */
+/* GC_generic_malloc_many and gc_inline.h                               */
+
+Test(markproc, generic_malloc_many_plain_links)
+{
+    int kinds[3] = { GC_I_NORMAL, GC_I_PTRFREE, pkind };
+    for (int ki = 0; ki < 3; ki++) {
+        void *list = NULL;
+        GC_generic_malloc_many(48, kinds[ki], &list);
+        cr_assert_not_null(list, "kind %d: empty list", kinds[ki]);
+        size_t n = 0;
+        for (void *p = list; p; p = GC_NEXT(p)) {
+            cr_assert_eq(GC_base(p), p, "kind %d: entry %zu is no object", kinds[ki], n);
+            cr_assert_geq(GC_size(p), 48);
+            cr_assert_eq(GC_get_kind_and_size(p, NULL), kinds[ki]);
+            if (kinds[ki] != GC_I_PTRFREE)
+                cr_assert_eq(((void **)p)[1], NULL, "kind %d: word 1 not cleared", kinds[ki]);
+            n++;
+            cr_assert_lt(n, 100000);
+        }
+        cr_assert_gt(n, 1, "kind %d: one object only", kinds[ki]);
+    }
+}
+
+/* Objects popped with gc_inline.h's macros from lists GC_generic_malloc_many
+ * fills: usable, retained while reachable, reclaimed after. */
+static void *tiny_fl[GC_TINY_FREELISTS];
+static void *tiny_fl_atomic[GC_TINY_FREELISTS];
+#define INLINE_N 4096
+static void **kept;
+
+static TU_NOINLINE void inline_alloc(void)
+{
+    kept = GC_MALLOC(INLINE_N * sizeof *kept);
+    cr_assert_not_null(kept);
+    for (size_t i = 0; i < INLINE_N; i++) {
+        uint64_t *p;
+        if (i % 3 == 0) {
+            GC_MALLOC_WORDS(p, 5, tiny_fl);
+        } else if (i % 3 == 1) {
+            GC_MALLOC_ATOMIC_WORDS(p, 3, tiny_fl_atomic);
+        } else {
+            void *c;
+            GC_CONS(c, (void *)0, kept[i - 1], tiny_fl);
+            p = c;
+        }
+        cr_assert_not_null(p);
+        if (i % 3 != 2) {
+            cr_assert_geq(GC_size(p), i % 3 == 0 ? 40 : 24);
+            tu_fill_bytes(p, i % 3 == 0 ? 40 : 24, i);
+        }
+        kept[i] = p;
+    }
+}
+
+static TU_NOINLINE size_t inline_check(void)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < INLINE_N; i++) {
+        if (i % 3 == 2)
+            bad += ((void **)kept[i])[1] != kept[i - 1];
+        else
+            bad += tu_check_bytes(kept[i], i % 3 == 0 ? 40 : 24, i) != (i % 3 == 0 ? 40u : 24u);
+    }
+    return bad;
+}
+
+static TU_NOINLINE GC_hidden_pointer inline_drop(size_t i)
+{
+    GC_hidden_pointer h = tu_hide(kept[i]);
+    kept[i] = NULL;
+    return h;
+}
+
+Test(markproc, gc_inline_macros)
+{
+    inline_alloc();
+    tu_collect();
+    cr_assert_eq(inline_check(), 0, "objects from the inline macros damaged");
+    /* kept[5] is a pair holding kept[4]: drop the three. */
+    GC_hidden_pointer d0 = inline_drop(3), d1 = inline_drop(4), d2 = inline_drop(5);
+    /* The lists still held in tiny_fl keep their objects; drop them too. */
+    memset(tiny_fl, 0, sizeof tiny_fl);
+    memset(tiny_fl_atomic, 0, sizeof tiny_fl_atomic);
+    tu_collect();
+    cr_assert(!tu_live(d0) && !tu_live(d1) && !tu_live(d2),
+              "dropped inline-allocated objects survived");
+}
+
+/* ------------------------------------------------------------------ */
+/* The push API                                                         */
+
+#define PUSHED 16
+static void **hidden_roots;     /* malloc'd: not scanned by lfgc */
+static GC_push_other_roots_proc previous_push;
+static atomic_int push_calls;
+
+static void push_hidden(void)
+{
+    atomic_fetch_add(&push_calls, 1);
+    GC_push_all(hidden_roots, hidden_roots + PUSHED / 2);
+    GC_push_all_eager(hidden_roots + PUSHED / 2, hidden_roots + PUSHED);
+    if (previous_push)
+        previous_push();
+}
+
+static TU_NOINLINE void fill_hidden(GC_hidden_pointer *h)
+{
+    for (int i = 0; i < PUSHED; i++) {
+        hidden_roots[i] = target_new(128, 0x9000 + (uint64_t)i);
+        h[i] = tu_hide(hidden_roots[i]);
+    }
+}
+
+Test(markproc, push_other_roots_keeps_objects_alive)
+{
+    hidden_roots = calloc(PUSHED, sizeof *hidden_roots);
+    cr_assert_not_null(hidden_roots);
+    GC_hidden_pointer h[PUSHED];
+    fill_hidden(h);
+    previous_push = GC_get_push_other_roots();
+    GC_set_push_other_roots(push_hidden);
+    cr_assert_eq(GC_get_push_other_roots(), push_hidden);
+    /* Outside a collection the calls do nothing. */
+    GC_push_all(hidden_roots, hidden_roots + PUSHED);
+    tu_collect();
+    tu_collect();
+    cr_assert_geq(atomic_load(&push_calls), 2);
+    for (int i = 0; i < PUSHED; i++) {
+        cr_assert(tu_live(h[i]), "object %d pushed by the callback was reclaimed", i);
+        cr_assert_eq(target_damage(h[i], 128, 0x9000 + (uint64_t)i), 0);
+    }
+    GC_set_push_other_roots(previous_push);
+    tu_collect();
+    for (int i = 0; i < PUSHED; i++)
+        cr_assert(!tu_live(h[i]), "object %d survived once no longer pushed", i);
+    GC_push_finalizer_structures();
+    free(hidden_roots);
+}
+
+/* ECL writes bdwgc's variable itself, keeping the old value to chain to. */
+Test(markproc, push_other_roots_variable_written_directly)
+{
+    hidden_roots = calloc(PUSHED, sizeof *hidden_roots);
+    cr_assert_not_null(hidden_roots);
+    GC_hidden_pointer h[PUSHED];
+    fill_hidden(h);
+    cr_assert_not_null(GC_push_other_roots, "no default procedure to chain to");
+    previous_push = GC_push_other_roots;
+    GC_push_other_roots = push_hidden;
+    cr_assert_eq(GC_get_push_other_roots(), push_hidden);
+    tu_collect();
+    for (int i = 0; i < PUSHED; i++) {
+        cr_assert(tu_live(h[i]), "object %d pushed by the callback was reclaimed", i);
+        cr_assert_eq(target_damage(h[i], 128, 0x9000 + (uint64_t)i), 0);
+    }
+    GC_push_other_roots = previous_push;
+    tu_collect();
+    for (int i = 0; i < PUSHED; i++)
+        cr_assert(!tu_live(h[i]), "object %d survived once no longer pushed", i);
+    free(hidden_roots);
+}
+
+/* ------------------------------------------------------------------ */
+/* Mark bits                                                            */
+
+static TU_NOINLINE GC_hidden_pointer garbage_object(void)
+{
+    return tu_hide(target_new(64, 0xa000));
+}
+
+static TU_NOINLINE int is_marked(GC_hidden_pointer h, size_t off)
+{
+    return GC_is_marked((char *)GC_REVEAL_POINTER(h) + off);
+}
+
+static TU_NOINLINE void set_mark(GC_hidden_pointer h, int on)
+{
+    GC_alloc_lock();
+    if (on)
+        GC_set_mark_bit(GC_REVEAL_POINTER(h));
+    else
+        GC_clear_mark_bit(GC_REVEAL_POINTER(h));
+    GC_alloc_unlock();
+}
+
+Test(markproc, mark_bit_calls)
+{
+    GC_hidden_pointer live = tu_hide(target_new(64, 0xa001));
+    root_set(&holder, live);
+    GC_hidden_pointer dead = garbage_object(), dead2 = garbage_object();
+    GC_disable();   /* no collection, and no sweep passes until asked */
+    GC_enable();
+    tu_collect();
+    cr_assert(is_marked(live, 0));
+    cr_assert(is_marked(live, 17), "an interior pointer reads its object's bit");
+    cr_assert(!is_marked(dead, 0));
+    cr_assert(!is_marked(dead2, 0));
+    /* A dead object whose bit is set before the sweep reaches it stays. */
+    set_mark(dead, 1);
+    cr_assert(is_marked(dead, 0));
+    cr_assert(tu_live(dead), "an object marked by GC_set_mark_bit is not live");
+    cr_assert(!tu_live(dead2));
+    /* A live object whose bit is cleared is dead to the sweep. */
+    set_mark(live, 0);
+    cr_assert(!is_marked(live, 0));
+    cr_assert(!tu_live(live), "an object unmarked by GC_clear_mark_bit is still live");
+    holder = NULL;
+    tu_warn_reset();
+    GC_set_warn_proc(tu_warn_proc);
+    int local;
+    cr_assert_eq(GC_is_marked(&local), 0);
+    GC_set_mark_bit(&local);
+    GC_clear_mark_bit(&local);
+    cr_assert_eq(tu_warn_count, 3, "%d warnings for a pointer outside the heap", tu_warn_count);
+}
+
+/* ------------------------------------------------------------------ */
+/* Misuse                                                               */
+
+Test(markproc, mark_and_push_outside_a_procedure_aborts, .signal = SIGABRT)
+{
+    struct GC_ms_entry e;
+    GC_mark_and_push(GC_malloc(16), &e, &e + 1, NULL);
+}
+
+Test(markproc, kind_with_unknown_procedure_aborts, .signal = SIGABRT)
+{
+    GC_new_kind(GC_new_free_list(), GC_MAKE_PROC(GC_MAX_MARK_PROCS - 1, 0), 0, 1);
+}
+
+Test(markproc, kind_with_procedure_and_add_size_aborts, .signal = SIGABRT)
+{
+    unsigned p = GC_new_proc(pnode_mark);
+    GC_new_kind(GC_new_free_list(), GC_MAKE_PROC(p, 0), 1, 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Parallel markers, mutator threads, mark-stack overflow              */
+
+static void markers2_init(void)
+{
+    setenv("GC_MARKERS", "2", 1);
+    suite_init();
+}
+
+static void overflow_init(void)
+{
+    setenv("GC_MARKERS", "2", 1);
+    setenv("LFGC_MARK_STACK_MAX", "16", 1);
+    suite_init();
+}
+
+/* A binary tree of procedure-kind nodes linked only through encoded
+ * words: deep and wide enough that marking goes parallel. */
+static TU_NOINLINE struct pnode *ptree(uint64_t key, unsigned depth)
+{
+    struct pnode *n = GC_generic_malloc(sizeof *n, pkind);
+    if (!n)
+        return NULL;
+    /* Valid at once (the kind clears its objects): the procedure must
+     * see the first child while the second is being built. */
+    n->magic = NODE_MAGIC;
+    n->key = key;
+    if (depth) {
+        n->next = ENC(ptree(2 * key, depth - 1));
+        n->other = ENC(ptree(2 * key + 1, depth - 1));
+    }
+    return n;
+}
+
+static size_t ptree_check(const struct pnode *n, uint64_t key, unsigned depth)
+{
+    if (!n || n->magic != NODE_MAGIC || n->key != key)
+        return 0;
+    if (!depth)
+        return n->next || n->other ? 0 : 1;
+    return 1 + ptree_check(DEC(n->next), 2 * key, depth - 1) +
+           ptree_check(DEC(n->other), 2 * key + 1, depth - 1);
+}
+
+static atomic_int stop_mutators;
+static atomic_int mutator_failures;
+
+static void *mutator(void *arg)
+{
+    uint64_t id = (uintptr_t)arg;
+    for (uint64_t i = 0; !atomic_load(&stop_mutators); i++) {
+        uint64_t key = (id << 40) | (i << 10);
+        struct pnode *volatile t = ptree(key | 1, 7);
+        if (ptree_check(t, key | 1, 7) != 255)
+            atomic_fetch_add(&mutator_failures, 1);
+    }
+    return NULL;
+}
+
+#define TREE_DEPTH 16
+
+static void run_trees(int want_threads)
+{
+    struct pnode *volatile tree = ptree(1, TREE_DEPTH);
+    cr_assert_not_null(tree);
+    pthread_t t[2];
+    for (uintptr_t i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, mutator, (void *)(i + 1)), 0);
+    /* Whether the helper marker takes work depends on the machine's load:
+     * collect until it has run a procedure (or 40 times). */
+    for (int round = 0; round < 6 || (atomic_load(&proc_thread_count) < want_threads &&
+                                      round < 40); round++) {
+        tu_collect();
+        size_t n = ptree_check(tree, 1, TREE_DEPTH);
+        cr_assert_eq(n, ((size_t)2 << TREE_DEPTH) - 1, "round %d: %zu intact nodes", round, n);
+    }
+    atomic_store(&stop_mutators, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    cr_assert_eq(atomic_load(&mutator_failures), 0, "a mutator's tree was damaged");
+    cr_assert_geq(atomic_load(&proc_thread_count), want_threads,
+                  "mark procedures ran on %d thread(s)", atomic_load(&proc_thread_count));
+    struct lfgc_stats st0, st1;
+    lfgc_get_stats(&st0);
+    tree = NULL;
+    tu_collect();
+    lfgc_get_stats(&st1);
+    cr_assert_lt(st1.live_bytes, 4 * MiB, "%llu bytes live after the tree was dropped",
+                 (unsigned long long)st1.live_bytes);
+}
+
+Test(markproc_markers, procedures_on_parallel_markers, .init = markers2_init, .timeout = 60)
+{
+    /* The collecting thread and the helper marker both run procedures. */
+    run_trees(2);
+}
+
+Test(markproc_markers, procedure_overflowing_the_mark_stack, .init = overflow_init,
+     .timeout = 60)
+{
+    struct lfgc_stats st;
+    run_trees(1);
+    lfgc_get_stats(&st);
+    cr_assert_gt(st.mark_stack_overflows, 0, "the mark stack never overflowed");
+}
