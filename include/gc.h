@@ -38,6 +38,24 @@ extern "C" {
 #define GC_ATTR_MALLOC __attribute__((malloc))
 #define GC_ATTR_ALLOC_SIZE(n) __attribute__((alloc_size(n)))
 #define GC_ATTR_DEPRECATED
+#define GC_ATTR_CONST __attribute__((const))
+#define GC_ATTR_NONNULL(n) __attribute__((nonnull(n)))
+#define GC_ATTR_CALLOC_SIZE(n, s) __attribute__((alloc_size(n, s)))
+/* Also bdwgc's, used by its client code (and its test_cpp) in their own
+ * declarations: a compiler-version test, `explicit` and `noexcept` for C++
+ * code that must build as C++98 too. */
+#define GC_GNUC_PREREQ(major, minor) \
+    ((__GNUC__ << 8) + __GNUC_MINOR__ >= ((major) << 8) + (minor))
+#ifdef __cplusplus
+# define GC_ATTR_EXPLICIT explicit
+# if __cplusplus >= 201103L
+#  define GC_NOEXCEPT noexcept
+# else
+#  define GC_NOEXCEPT throw()
+# endif
+#else
+# define GC_ATTR_EXPLICIT
+#endif
 
 /* lfgc implements the interface of bdwgc 8.2; the macros below let clients
  * test for it the way they test bdwgc. */
@@ -75,6 +93,7 @@ GC_API int GC_use_entire_heap;      /* accepted: lfgc always uses its whole
 GC_API int GC_quiet;                /* 1: the dumps and backtraces print
                                        nothing (warnings still go out)       */
 GC_API unsigned long GC_time_limit; /* accepted; lfgc does not collect in steps */
+#define GC_TIME_UNLIMITED 999999 /* bdwgc's value for "no time limit" */
 GC_API GC_word GC_non_gc_bytes;     /* bytes of uncollectable objects, kept
                                        by their allocation and GC_free      */
 /* Bounds of every address the collector may treat as a heap pointer. */

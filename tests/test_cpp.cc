@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <type_traits>
 #include <vector>
 
 #include "gc_allocator.h"
@@ -302,4 +303,27 @@ Test(cpp, pointer_free_traits)
     cr_assert_eq(fails, 1, "a vector of integers is scanned (not pointer-free)");
     GC_is_visible(ptrs.data());
     cr_assert_eq(fails, 1, "a vector of pointers is not scanned");
+}
+
+// bdwgc's declaration macros, as client code (bdwgc's own test_cpp among
+// it) uses them in its own classes: an explicit constructor, a noexcept
+// function, a compiler-version test.
+struct Boxed : public gc {
+    GC_ATTR_EXPLICIT Boxed(int v) : value(v) {}
+    int value;
+};
+static int twice(int x) GC_NOEXCEPT { return 2 * x; }
+#if !GC_GNUC_PREREQ(4, 0) || GC_GNUC_PREREQ(99, 0)
+# error "GC_GNUC_PREREQ gives the wrong answer"
+#endif
+static_assert(!std::is_convertible<int, Boxed>::value, "GC_ATTR_EXPLICIT is not explicit");
+static_assert(noexcept(twice(1)), "GC_NOEXCEPT is not noexcept");
+
+Test(cpp, bdwgc_declaration_macros)
+{
+    GC_INIT();
+    Boxed *b = new Boxed(21);
+    cr_assert_not_null(GC_base(b), "gc's operator new did not allocate from the heap");
+    cr_assert_eq(twice(b->value), 42);
+    cr_assert_eq(GC_TIME_UNLIMITED, 999999);
 }
