@@ -158,6 +158,33 @@ Test(gcj, debug_and_ignore_off_page_forms)
     cr_assert_geq(GC_gcj_kind, 4, "a kind of its own");
 }
 
+/* A mark procedure as gcj's: the type record's descriptor names it, with
+ * an argument; it marks word 2 of the object only (and records what it
+ * was given). */
+static GC_word proc_env_seen;
+static volatile unsigned proc_calls;
+
+static struct GC_ms_entry *word2_proc(GC_word *addr, struct GC_ms_entry *msp,
+                                      struct GC_ms_entry *lim, GC_word env)
+{
+    __atomic_store_n(&proc_env_seen, env, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&proc_calls, 1, __ATOMIC_RELAXED);
+    return GC_MARK_AND_PUSH((void *)addr[2], msp, lim, (void **)&addr[2]);
+}
+
+static struct vtable vt_proc;
+
+Test(gcj, mark_procedure_in_the_vtable)
+{
+    GC_init_gcj_malloc(GC_GCJ_RESERVED_MARK_PROC_INDEX, (void *)word2_proc);
+    vt_proc.descr = GC_MAKE_PROC(GC_GCJ_RESERVED_MARK_PROC_INDEX, 5);
+    size_t w[] = {1, 2, 3};
+    bool kept[] = {false, true, false};
+    gcj_keeps(48, &vt_proc, 3, w, kept, "mark procedure");
+    cr_assert_gt(proc_calls, 0, "the procedure was never called");
+    cr_assert_eq(proc_env_seen, 5, "the procedure got env %lu", (unsigned long)proc_env_seen);
+}
+
 Test(gcj, ignore_gcj_info_scans_conservatively)
 {
     setenv("GC_IGNORE_GCJ_INFO", "1", 1);
@@ -327,10 +354,9 @@ static TU_NOINLINE int collect_minor(void)
     return minor;
 }
 
-Test(gcj, minor_collection_rescans_old_objects_precisely)
+static void minor_rescan(struct vtable *vt, const bool *kept)
 {
-    init_vtables();
-    root_gcj(64, &vt_bits);
+    root_gcj(64, vt);
     tu_collect();
     if (!collect_minor())
         TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
@@ -340,10 +366,24 @@ Test(gcj, minor_collection_rescans_old_objects_precisely)
     for (int i = 0; i < 2000; i++)
         cr_assert_not_null(GC_malloc(TARGET));
     size_t w[] = {1, 2, 5, 6};
-    bool kept[] = {false, true, true, false};
     GC_hidden_pointer h[4];
     store_targets(4, w, h);
     cr_assert(collect_minor(), "expected a minor collection");
     check_targets(4, w, h, kept, "after a minor collection");
     root = NULL;
+}
+
+Test(gcj, minor_collection_rescans_old_objects_precisely)
+{
+    init_vtables();
+    bool kept[] = {false, true, true, false};
+    minor_rescan(&vt_bits, kept);
+}
+
+Test(gcj, minor_collection_calls_the_mark_procedure)
+{
+    GC_init_gcj_malloc(GC_GCJ_RESERVED_MARK_PROC_INDEX, (void *)word2_proc);
+    vt_proc.descr = GC_MAKE_PROC(GC_GCJ_RESERVED_MARK_PROC_INDEX, 5);
+    bool kept[] = {false, true, false, false};
+    minor_rescan(&vt_proc, kept);
 }
