@@ -612,14 +612,19 @@ static inline bool kind_cached(unsigned kind)
 /* The remote stack of (class, kind): whole lists pushed by threads that
  * freed more than they allocate, taken whole by the next refill.  Both
  * happen between sweep_enter() and sweep_exit(), so a collection never
- * finds a list held only in a register. */
-static void remote_push(struct class_kind *ck, void **head, void **tail)
+ * finds a list held only in a register.  remote_count counts its slots so
+ * that a refill does not walk the (cold) lists to learn how many it took;
+ * a push adds after its list is in and a take subtracts all it sees, so
+ * the counts a take returns may be early or late by a concurrent push,
+ * but their sum is exact (they are only used as byte counts). */
+static void remote_push(struct class_kind *ck, void **head, void **tail, size_t n)
 {
     AO_t old;
     do {
         old = AO_load(&ck->remote);
         tail[0] = link_encode((void *)old);
     } while (!AO_compare_and_swap_full(&ck->remote, old, (AO_t)head));
+    AO_fetch_and_add(&ck->remote_count, n);
 }
 
 static void *remote_take(struct class_kind *ck, size_t *count)
@@ -627,10 +632,7 @@ static void *remote_take(struct class_kind *ck, size_t *count)
     if (!AO_load(&ck->remote))
         return NULL;
     void **head = (void **)__atomic_exchange_n(&ck->remote, 0, __ATOMIC_ACQ_REL);
-    size_t n = 0;
-    for (void **p = head; p; p = link_decode(p[0]))
-        n++;
-    *count = n;
+    *count = head ? __atomic_exchange_n(&ck->remote_count, 0, __ATOMIC_ACQ_REL) : 0;
     return head;
 }
 
@@ -662,6 +664,19 @@ static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned ki
     return lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, n);
 }
 
+/* Bounds of a thread's list, in batches (cache_trim). */
+#define TRIM_HIGH 4
+#define TRIM_MID  2
+#define TRIM_LOW  1
+
+/* The credit of frees after a refill of `taken` slots: the list may hold
+ * no more than those. */
+static int64_t refill_credit(size_t batch, size_t taken)
+{
+    size_t high = TRIM_HIGH * batch;
+    return (int64_t)(taken + batch <= high ? high - taken : batch);
+}
+
 /* Refill the calling thread's list of (class, kind) and pop from it.
  * Most refills continue the thread's lazy sweep of a span it claimed, one
  * piece at a time, without the lock and straight into the cache (the
@@ -676,13 +691,13 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
     struct sweep_cursor *cur = &kc->cursor[c];
     size_t want = batch_slots(r);
     bool manual = lf_kinds[kind].manual;
-    kc->freed[c] = 0;
-    kc->credit[c] = (int64_t)want;
+    size_t taken;
     for (;;) {
         if (sweep_enter(tc)) {
             size_t n;
             void *list = remote_take(ck, &n);
             if (list) {
+                taken = n;
                 kc->free[c] = list;
                 sweep_exit(tc);
                 if (manual)
@@ -698,6 +713,7 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
                 kc->free[c] = list;
                 sweep_exit(tc);
                 if (list) {
+                    taken = n;
                     if (!manual)
                         count_refill(tc, n * r->size);
                     break;
@@ -720,6 +736,7 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
             lf_assert(ck->free_count >= n);
             ck->free_count -= (uint32_t)n;
             kc->free[c] = head;
+            taken = n;
             if (!manual)
                 count_refill(tc, n * r->size);
             unlock();
@@ -752,6 +769,7 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
         s->dirty = 0;
         unlock();
     }
+    kc->credit[c] = refill_credit(want, taken);
     if (unlikely(lf_malloc_shuffle) && manual)
         lf_malloc_shuffle_list(&kc->free[c]);
     return free_list_pop(&kc->free[c]);
@@ -995,6 +1013,7 @@ void lf_caches_discard(void)
             ck->free = NULL;
             ck->free_count = 0;
             AO_store(&ck->remote, 0);
+            AO_store(&ck->remote_count, 0);
         }
     }
 }
@@ -1194,28 +1213,42 @@ static void free_locked(void *p)
 }
 
 /* A thread that frees more of a class than it allocates (the consumer of
- * another thread's objects) would keep the slots for ever.  Every batch
- * of frees onto a list, the list is looked at: past a batch, the rest
- * goes to the remote stack, where the next refill of any thread takes
- * it.  (A thread that allocates as much as it frees keeps a short list,
- * and the look costs about one step per free.) */
+ * another thread's objects) would keep the slots for ever, so its list is
+ * measured when it may have grown past TRIM_HIGH batches and cut back to
+ * TRIM_LOW, the rest going to the remote stack, where the next refill of
+ * any thread takes it.  The list's length is bounded, without counting
+ * pops (the malloc fast path stays as it is), by what was measured or
+ * refilled plus the frees since: kc->credit[c] is the frees left before
+ * that bound passes TRIM_HIGH batches.  The gap between the bounds keeps a
+ * thread that frees in bursts (then allocates as much again) from pushing
+ * its slots away only to take them back at its next refill, and a measure
+ * walks at most TRIM_HIGH batches (recently freed slots) and then leaves
+ * at least as many frees as it walked slots before the next. */
 static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
-                         unsigned kind, size_t keep)
+                         unsigned kind, size_t batch)
 {
-    kc->freed[c] = 0;
-    void **last = kc->free[c];
-    for (size_t n = 1; n < keep && link_decode(last[0]); n++)
-        last = link_decode(last[0]);
-    if (!link_decode(last[0]) || !sweep_enter(tc))
-        return 0;                   /* short enough, or a collection waits */
-    void **head = link_decode(last[0]), **tail = head;
-    last[0] = link_encode(NULL);
+    size_t high = TRIM_HIGH * batch, low = TRIM_LOW * batch;
+    void **keep = NULL, **last = kc->free[c];
     size_t n = 1;
-    for (void **next; (next = link_decode(tail[0])); tail = next)
-        n++;
-    remote_push(class_kind_of(c, kind), head, tail);
+    for (void **next; n <= high && (next = link_decode(last[0])); n++) {
+        if (n == low)
+            keep = last;
+        last = next;
+    }
+    /* n is now the list's length, or high + 1 and last its slot high + 1. */
+    if (n <= TRIM_MID * batch || !keep || !sweep_enter(tc)) {
+        /* Short enough (or a collection waits: look again soon). */
+        kc->credit[c] = (int64_t)(n <= TRIM_MID * batch ? high - n : batch);
+        return 0;
+    }
+    void **head = link_decode(keep[0]);
+    keep[0] = last[0];              /* the rest, when the walk stopped short */
+    size_t pushed = n - low;
+    remote_push(class_kind_of(c, kind), head, last, pushed);
     sweep_exit(tc);
-    return n;
+    /* Past high, what is left is not known: look again a batch later. */
+    kc->credit[c] = (int64_t)(n > high ? batch : high - low);
+    return pushed;
 }
 
 /* malloc's small object at p (class c, validated: a malloc'ed object in
@@ -1239,10 +1272,8 @@ void lf_manual_free_small(void *p, unsigned c)
         slot_make_free(p, kc->free[c]);
         kc->free[c] = p;
     }
-    size_t batch = batch_slots(r);
     if (--kc->credit[c] < 0) {
-        kc->credit[c] = (int64_t)batch;
-        size_t n = cache_trim(tc, kc, c, lf_malloc_small_kind, batch);
+        size_t n = cache_trim(tc, kc, c, lf_malloc_small_kind, batch_slots(r));
         if (n)
             lf_malloc_remote_pushed(n * r->size);
     }
@@ -1317,9 +1348,8 @@ static void free_object(void *p)
     slot_make_free(p, kc->free[c]);
     kc->free[c] = p;
     count_freed(tc, r->size);
-    size_t batch = batch_slots(r);
-    if (++kc->freed[c] > batch)
-        cache_trim(tc, kc, c, kind, batch);
+    if (--kc->credit[c] < 0)
+        cache_trim(tc, kc, c, kind, batch_slots(r));
 }
 
 /* Usable bytes of the object at base p (lock not needed: spans of objects

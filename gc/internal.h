@@ -338,6 +338,7 @@ struct class_kind {
      * frees): a lock-free stack of lists, pushed and taken whole inside
      * sweep_enter/sweep_exit so that no collection sees a list in transit. */
     volatile AO_t remote;
+    volatile AO_t remote_count; /* its slots (alloc.c: remote_push)          */
 };
 
 struct kind {
@@ -433,11 +434,8 @@ struct sweep_cursor {
 struct kind_cache {
     void *free[NUM_SMALL_CLASSES];
     struct sweep_cursor cursor[NUM_SMALL_CLASSES];
-    /* Slots GC_free put on free[c] since the list was last refilled: past
-     * a bound, the list goes to the class and kind's remote stack. */
-    uint32_t freed[NUM_SMALL_CLASSES];
-    /* Manual kinds: frees the fast path may still push onto free[c]
-     * before the list is looked at (cache_trim), counted down. */
+    /* Frees the fast paths (malloc's and GC_free's) may still push onto
+     * free[c] before the list is measured (cache_trim), counted down. */
     int64_t credit[NUM_SMALL_CLASSES];  /* words, as free[]: one index */
     struct kind_cache *next;        /* spare list                         */
 };

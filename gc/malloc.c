@@ -459,6 +459,7 @@ static bool scavenge(void)
             continue;
         if (AO_load(&ck->remote)) {
             void **head = (void **)__atomic_exchange_n(&ck->remote, 0, __ATOMIC_ACQ_REL);
+            AO_store(&ck->remote_count, 0);
             if (head) {
                 void **tail = head;
                 uint32_t n = 1;

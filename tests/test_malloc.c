@@ -417,6 +417,35 @@ Test(malloc_threads, cross_thread_free)
                  before.arena, after.arena);
 }
 
+/* A thread that frees in bursts of a few batches, then allocates as many
+ * again, keeps its slots: handing them to the remote stack would only
+ * have its next refills take them back (walking them twice).  A thread
+ * that frees far more than it allocates still hands the surplus over. */
+Test(malloc_threads, burst_frees_stay_with_the_thread)
+{
+    enum { SIZE = 64, BURST = 160, MANY = 8192 };   /* batch: 64 slots */
+    static void *v[MANY];
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < BURST; i++)
+            v[i] = malloc(SIZE);
+        size_t before = mallinfo2().fordblks;
+        for (int i = 0; i < BURST; i++)
+            free(v[i]);
+        size_t after = mallinfo2().fordblks;
+        cr_assert_eq(after, before, "round %d: %zu free bytes -> %zu: a burst of %d frees "
+                     "left the thread", round, before, after, BURST);
+    }
+    for (int i = 0; i < MANY; i++)
+        v[i] = malloc(SIZE);
+    size_t before = mallinfo2().fordblks;
+    for (int i = 0; i < MANY; i++)
+        free(v[i]);
+    size_t after = mallinfo2().fordblks;
+    cr_assert_geq(after, before + (MANY - 5 * 64) * SIZE,
+                  "%zu free bytes -> %zu after %d frees: the surplus stayed with the thread",
+                  before, after, MANY);
+}
+
 static void *churn_and_exit(void *arg)
 {
     (void)arg;
