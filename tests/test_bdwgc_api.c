@@ -16,7 +16,6 @@
 #include <stdatomic.h>
 #include <sys/wait.h>
 
-
 /* ------------------------------------------------------------------ */
 /* Debugging allocator                                                  */
 
@@ -165,7 +164,6 @@ Test(bdwgc_api, debug_disappearing_link_takes_interior_pointer)
 
 /* ------------------------------------------------------------------ */
 /* Pointer checks                                                       */
-
 
 Test(bdwgc_api, pointer_checks)
 {

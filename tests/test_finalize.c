@@ -715,19 +715,11 @@ Test(fin, threads_register_and_collect)
 /* ------------------------------------------------------------------ */
 /* Minor collections                                                    */
 
-static TU_NOINLINE int collect_minor(void)
-{
-    tu_clear_stack();
-    int minor = lfgc_collect_minor();
-    tu_clear_stack();
-    return minor;
-}
-
 Test(fin, minor_collection_finalizes_young_and_clears_links)
 {
     reset_counts();
     tu_collect();
-    if (!collect_minor()) {
+    if (!tu_collect_minor()) {
         /* Say it loudly: the assertions below need minor collections. */
         cr_log_warn("minor collections unavailable (kernel without userfaultfd WP-async)");
         TU_SKIP("minor collections unavailable");
@@ -743,7 +735,7 @@ Test(fin, minor_collection_finalizes_young_and_clears_links)
     cr_assert_eq(reg_short(&link_b, young_t), GC_SUCCESS);
     struct lfgc_stats before, after;
     lfgc_get_stats(&before);
-    cr_assert(collect_minor(), "the collection was not minor");
+    cr_assert(tu_collect_minor(), "the collection was not minor");
     lfgc_get_stats(&after);
     cr_assert_gt(after.minor_collections, before.minor_collections);
     GC_invoke_finalizers();

@@ -346,19 +346,11 @@ Test(gcj, lists_on_threads)
     cr_assert_leq(decoys, 16, "%u decoys of live lists retained", decoys);
 }
 
-static TU_NOINLINE int collect_minor(void)
-{
-    tu_clear_stack();
-    int minor = lfgc_collect_minor();
-    tu_clear_stack();
-    return minor;
-}
-
 static void minor_rescan(struct vtable *vt, const bool *kept)
 {
     root_gcj(64, vt);
     tu_collect();
-    if (!collect_minor())
+    if (!tu_collect_minor())
         TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
                 "asynchronous write protection");
     /* Past the slots the thread's cache held at the last collection,
@@ -368,7 +360,7 @@ static void minor_rescan(struct vtable *vt, const bool *kept)
     size_t w[] = {1, 2, 5, 6};
     GC_hidden_pointer h[4];
     store_targets(4, w, h);
-    cr_assert(collect_minor(), "expected a minor collection");
+    cr_assert(tu_collect_minor(), "expected a minor collection");
     check_targets(4, w, h, kept, "after a minor collection");
     root = NULL;
 }

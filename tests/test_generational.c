@@ -28,29 +28,6 @@
 
 TestSuite(gen, .init = tu_warm_up);
 
-/* True when minor collections run here; the collector starts from a full
- * collection. */
-static TU_NOINLINE int minor_available(void)
-{
-    tu_collect();
-    return lfgc_collect_minor();
-}
-
-static TU_NOINLINE int collect_minor(void)
-{
-    tu_clear_stack();
-    int minor = lfgc_collect_minor();
-    tu_clear_stack();
-    return minor;
-}
-
-#define NEED_MINOR()                                                          \
-    do {                                                                      \
-        if (!minor_available())                                               \
-            TU_SKIP("minor collections unavailable: the kernel lacks "  \
-                         "userfaultfd asynchronous write protection");        \
-    } while (0)
-
 /* ------------------------------------------------------------------ */
 /* Old objects pointing to young ones                                   */
 
@@ -110,13 +87,13 @@ static TU_NOINLINE void churn(size_t n)
 
 Test(gen, old_to_young_stores_survive_minor_collections)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     make_old_nodes();
     tu_collect();                           /* the nodes are old now */
     for (uint64_t round = 1; round <= 20; round++) {
         attach_young(round);
         churn(20000);
-        int minor = collect_minor();
+        int minor = tu_collect_minor();
         cr_assert(minor, "round %lu: expected a minor collection", (unsigned long)round);
         cr_assert_eq(count_intact(round), OLD_N,
                      "round %lu: young objects held only by old ones were lost",
@@ -150,7 +127,7 @@ static TU_NOINLINE void read_pointer_into_old(int fd_read)
 
 Test(gen, pointer_stored_by_read_survives)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     /* Pointer-free neighbours would not do: the buffer is scanned. */
     old_buffer = GC_malloc(4096);
     cr_assert_not_null(old_buffer);
@@ -162,7 +139,7 @@ Test(gen, pointer_stored_by_read_survives)
     close(fds[0]);
     close(fds[1]);
     churn(20000);
-    cr_assert(collect_minor());
+    cr_assert(tu_collect_minor());
     cr_assert(tu_live(h), "an object referenced only by read() data was freed");
     cr_assert(tu_slot_is(&old_buffer[17], h, 0));
     cr_assert_eq(tu_check_bytes(old_buffer[17], YOUNG_BYTES, 4242), YOUNG_BYTES);
@@ -183,7 +160,7 @@ static TU_NOINLINE GC_hidden_pointer store_young_in(void **obj, uint64_t seed)
 
 Test(gen, store_into_page_of_old_objects_is_seen)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     /* Pages full of old 16-byte-class objects: they are write-protected,
      * so only the write fault tells the collector about the store. */
     enum { N = 4096 };
@@ -194,14 +171,14 @@ Test(gen, store_into_page_of_old_objects_is_seen)
         cr_assert_not_null(objs[i]);
     }
     tu_collect();
-    cr_assert(collect_minor());
+    cr_assert(tu_collect_minor());
     GC_hidden_pointer h[8];
     for (unsigned k = 0; k < 8; k++)
         h[k] = store_young_in(objs[k * 500 + 7], 900 + k);
     churn(20000);
-    cr_assert(collect_minor());
+    cr_assert(tu_collect_minor());
     churn(20000);
-    cr_assert(collect_minor());
+    cr_assert(tu_collect_minor());
     for (unsigned k = 0; k < 8; k++) {
         cr_assert(tu_live(h[k]), "young object %u, stored in an old one, was freed", k);
         cr_assert(tu_slot_is((void *volatile *)objs[k * 500 + 7], h[k], 0));
@@ -222,11 +199,11 @@ static TU_NOINLINE GC_hidden_pointer young_garbage(void)
 
 Test(gen, young_garbage_is_reclaimed_by_minor_collection)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     GC_hidden_pointer h[64];
     for (unsigned i = 0; i < 64; i++)
         h[i] = young_garbage();
-    cr_assert(collect_minor());
+    cr_assert(tu_collect_minor());
     unsigned alive = 0;
     for (unsigned i = 0; i < 64; i++)
         alive += (unsigned)tu_live(h[i]);
@@ -246,10 +223,10 @@ static TU_NOINLINE void make_promoted(GC_hidden_pointer *h)
 
 Test(gen, promoted_garbage_is_reclaimed_by_full_collection)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     GC_hidden_pointer h;
     make_promoted(&h);
-    cr_assert(collect_minor());             /* survives: promoted */
+    cr_assert(tu_collect_minor());             /* survives: promoted */
     cr_assert(tu_live(h));
     promoted_root = NULL;
     tu_collect();
@@ -262,15 +239,15 @@ Test(gen, promoted_garbage_is_reclaimed_by_full_collection)
  * which nobody writes any more, must still be found then. */
 Test(gen, aging_objects_held_by_old_ones_survive_later_minors)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     make_old_nodes();
     tu_collect();
-    cr_assert(collect_minor());             /* the nodes' pages are protected */
+    cr_assert(tu_collect_minor());             /* the nodes' pages are protected */
     attach_young(7);
-    cr_assert(collect_minor());             /* the young ones age */
+    cr_assert(tu_collect_minor());             /* the young ones age */
     for (unsigned round = 0; round < 4; round++) {
         churn(20000);                       /* reuses whatever was freed */
-        cr_assert(collect_minor(), "round %u: expected a minor collection", round);
+        cr_assert(tu_collect_minor(), "round %u: expected a minor collection", round);
         cr_assert_eq(count_intact(7), OLD_N,
                      "round %u: objects held only by old ones were lost", round);
     }
@@ -311,7 +288,7 @@ static size_t count_live(const GC_hidden_pointer *h)
  * 256 KiB of them) must be gone. */
 static void aging_garbage_goes_at_next_minor(bool full_first, const char *first)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     static GC_hidden_pointer h[AGING_N];
     GC_expand_hp(16 << 20);                 /* no collection while building */
     GC_word gc_no = GC_get_gc_no();
@@ -320,10 +297,10 @@ static void aging_garbage_goes_at_next_minor(bool full_first, const char *first)
     if (full_first)
         tu_collect();                       /* full: all survive */
     else
-        cr_assert(collect_minor());         /* all survive: held by the root */
+        cr_assert(tu_collect_minor());         /* all survive: held by the root */
     cr_assert_eq(count_live(h), AGING_N);
     aging_root = NULL;
-    cr_assert(collect_minor());
+    cr_assert(tu_collect_minor());
     size_t alive = count_live(h);
     cr_assert_leq(alive, AGING_N / 4,
                   "%zu of %d objects dead since %s survived the next minor one",
@@ -347,15 +324,15 @@ Test(gen, garbage_live_at_a_full_collection_goes_at_the_next_minor)
  * which nobody writes any more, are found again by the minor ones after. */
 Test(gen, aging_objects_after_a_full_collection_survive_later_minors)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     make_old_nodes();
     tu_collect();
-    cr_assert(collect_minor());             /* the nodes' pages are protected */
+    cr_assert(tu_collect_minor());             /* the nodes' pages are protected */
     attach_young(11);
     tu_collect();                           /* the young ones age */
     for (unsigned round = 0; round < 4; round++) {
         churn(20000);
-        cr_assert(collect_minor(), "round %u: expected a minor collection", round);
+        cr_assert(tu_collect_minor(), "round %u: expected a minor collection", round);
         cr_assert_eq(count_intact(11), OLD_N,
                      "round %u: objects held only by old ones were lost", round);
     }
@@ -396,12 +373,12 @@ static long minor_faults(void)
 
 Test(gen, writes_after_a_minor_collection_cost_no_fault)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     /* Room enough that no collection comes while the nodes are made: one
      * would leave them aging, and the minor below would make them old. */
     GC_expand_hp(32 << 20);
     make_built();
-    cr_assert(collect_minor());             /* the nodes survive young */
+    cr_assert(tu_collect_minor());             /* the nodes survive young */
     long before = minor_faults();
     for (size_t i = 0; i < BUILT_N; i++)
         built[i]->pad[0] = i;
@@ -418,7 +395,7 @@ Test(gen, writes_after_a_minor_collection_cost_no_fault)
     }
     for (unsigned round = 0; round < 3; round++) {
         churn(20000);
-        cr_assert(collect_minor());
+        cr_assert(tu_collect_minor());
         size_t ok = 0;
         for (size_t i = 0; i < BUILT_N; i++)
             ok += tu_check_bytes(built[i]->young, YOUNG_BYTES, 7000000 + i) == YOUNG_BYTES &&
@@ -452,11 +429,11 @@ static TU_NOINLINE void make_transient(void)
 
 Test(gen, dead_young_structure_does_not_make_the_heap_grow)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     GC_disable();                           /* built whole, then collected */
     make_transient();
     GC_enable();
-    cr_assert(collect_minor());             /* live: it ages */
+    cr_assert(tu_collect_minor());             /* live: it ages */
     transient_root = NULL;
     size_t before = GC_get_heap_size();
     churn(3 * TRANSIENT_NODES);             /* three times its size */
@@ -547,7 +524,7 @@ static void churn_with_constant_live_set(uint64_t *gcs, uint64_t *minors)
 
 Test(gen, allocation_runs_minor_collections_with_bounded_heap)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     make_old_list();
     uint64_t gcs, minors;
     churn_with_constant_live_set(&gcs, &minors);
@@ -564,7 +541,7 @@ Test(gen, allocation_runs_minor_collections_with_bounded_heap)
  * ones are still tried now and then, and the live set stays intact. */
 Test(gen, minor_collections_that_save_nothing_give_way_to_full_ones)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     uint64_t gcs, minors;
     churn_with_constant_live_set(&gcs, &minors);
     cr_assert_gt(gcs, 20);
@@ -752,7 +729,7 @@ Test(gen, random_graphs_on_two_threads)
 
 Test(gen, child_after_fork_collects_minor_again)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     make_old_nodes();
     tu_collect();
     attach_young(7);
@@ -761,15 +738,15 @@ Test(gen, child_after_fork_collects_minor_again)
     if (pid == 0) {
         /* The child's first collection is full (tracking is set up
          * anew), later ones minor; the data survive both. */
-        int first = collect_minor();
+        int first = tu_collect_minor();
         attach_young(8);
-        int second = collect_minor();
+        int second = tu_collect_minor();
         _exit(first == 0 && second == 1 && count_intact(8) == OLD_N ? 0 : 1);
     }
     int status = 0;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status %d)", status);
-    cr_assert(collect_minor());
+    cr_assert(tu_collect_minor());
     cr_assert_eq(count_intact(7), OLD_N);
     old_nodes = NULL;
 }
@@ -796,7 +773,7 @@ static void descriptors_closed_child(void)
     make_old_nodes();
     tu_collect();
     attach_young(1);
-    int before = collect_minor();
+    int before = tu_collect_minor();
     for (int fd = 3; fd < 1024; fd++)
         close(fd);
     int files[4], kept = 0;
@@ -805,7 +782,7 @@ static void descriptors_closed_child(void)
     int after = 0;
     for (uint64_t round = 2; round < 6; round++) {
         attach_young(round);
-        after = collect_minor();
+        after = tu_collect_minor();
     }
     for (int i = 0; i < 4; i++)
         kept += files[i] >= 0 && fcntl(files[i], F_GETFD) != -1;
@@ -821,21 +798,21 @@ static void fork_without_handlers_child(void)
     make_old_nodes();
     tu_collect();
     attach_young(1);
-    int before = collect_minor();
+    int before = tu_collect_minor();
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         int minor = 0;
         for (uint64_t round = 2; round < 5; round++) {
             attach_young(round);
-            minor = collect_minor();
+            minor = tu_collect_minor();
         }
         _exit(minor == 1 && count_intact(4) == OLD_N ? 0 : 1);
     }
     int status = -1;
     waitpid(pid, &status, 0);
     attach_young(9);
-    int after = collect_minor();
+    int after = tu_collect_minor();
     printf("minor_before=%d child_ok=%d parent_minor=%d intact=%d\n", before,
            WIFEXITED(status) && WEXITSTATUS(status) == 0, after, count_intact(9) == OLD_N);
 }
@@ -874,7 +851,7 @@ static void run_child(const char *env, char *out, size_t len)
 
 Test(gen, environment_turns_generational_collection_off)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     char out[256];
     run_child("", out, sizeof out);
     cr_assert_str_eq(out, "incremental=1 minor=1\n");
@@ -886,7 +863,7 @@ Test(gen, environment_turns_generational_collection_off)
 
 Test(gen, tracking_comes_back_after_the_program_closes_descriptors)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     char out[256];
     run_child("LFGC_GEN_DESCRIPTORS=close", out, sizeof out);
     cr_assert_str_eq(out, "minor_before=1 minor_after=1 files_kept=4 intact=1\n");
@@ -894,7 +871,7 @@ Test(gen, tracking_comes_back_after_the_program_closes_descriptors)
 
 Test(gen, child_forked_without_handlers_tracks_its_own_writes)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     char out[256];
     run_child("LFGC_GEN_DESCRIPTORS=nohandlers GC_MARKERS=1", out, sizeof out);
     cr_assert_str_eq(out, "minor_before=1 child_ok=1 parent_minor=1 intact=1\n");

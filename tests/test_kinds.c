@@ -402,14 +402,6 @@ static TU_NOINLINE void store_targets(size_t oa, size_t ob, GC_hidden_pointer *h
     GC_enable();
 }
 
-static TU_NOINLINE int collect_minor(void)
-{
-    tu_clear_stack();
-    int minor = lfgc_collect_minor();
-    tu_clear_stack();
-    return minor;
-}
-
 /* A minor collection rescans the old objects on written pages: of a
  * precise kind's, only the words its descriptor names. */
 static void minor_rescan_is_precise(int k, size_t size, size_t wd, GC_word word, size_t oa,
@@ -418,12 +410,12 @@ static void minor_rescan_is_precise(int k, size_t size, size_t wd, GC_word word,
     GC_hidden_pointer ha, hb;
     make_typed_holder(k, size, wd, word, 0, 0, &ha, &hb);
     tu_collect();
-    if (!collect_minor())
+    if (!tu_collect_minor())
         TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
                 "asynchronous write protection");
     /* The holder is old; the targets stored now are young. */
     store_targets(oa, ob, &ha, &hb);
-    cr_assert(collect_minor(), "expected a minor collection");
+    cr_assert(tu_collect_minor(), "expected a minor collection");
     targets_kept(ha, hb, true, false, "after a minor collection");
     root = NULL;
 }

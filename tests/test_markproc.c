@@ -216,27 +216,6 @@ Test(markproc, encoded_chain_lives_then_is_reclaimed)
 /* ------------------------------------------------------------------ */
 /* Minor collections                                                    */
 
-static TU_NOINLINE int minor_available(void)
-{
-    tu_collect();
-    return lfgc_collect_minor();
-}
-
-static TU_NOINLINE int collect_minor(void)
-{
-    tu_clear_stack();
-    int minor = lfgc_collect_minor();
-    tu_clear_stack();
-    return minor;
-}
-
-#define NEED_MINOR()                                                          \
-    do {                                                                      \
-        if (!minor_available())                                               \
-            TU_SKIP("minor collections unavailable: the kernel lacks "        \
-                    "userfaultfd asynchronous write protection");             \
-    } while (0)
-
 /* A size class of its own per round: a thread's cached free slots are
  * marked by a collection, so an object allocated from a list cached before
  * the last one would not be young. */
@@ -257,17 +236,17 @@ static TU_NOINLINE GC_hidden_pointer new_target(size_t bytes, uint64_t seed)
  * encoded field: the minor collection scans it with its procedure. */
 Test(markproc, old_proc_object_written_keeps_young_in_minor)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     GC_hidden_pointer last;
     GC_hidden_pointer h = chain_build(0x7000, 256, &last);
     root_set(&holder, h);
     tu_collect();
-    cr_assert(collect_minor());     /* the nodes are old, their pages protected */
+    cr_assert(tu_collect_minor());     /* the nodes are old, their pages protected */
     GC_hidden_pointer young[8];
     for (int i = 0; i < 8; i++) {
         young[i] = new_target(YOUNG_SIZE(i), 0x7100 + (uint64_t)i);
         store_next(last, young[i]);
-        cr_assert(collect_minor(), "round %d: expected a minor collection", i);
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", i);
         cr_assert(tu_live(young[i]), "round %d: young object held by an old one reclaimed", i);
         cr_assert_eq(target_damage(young[i], YOUNG_SIZE(i), 0x7100 + (uint64_t)i), 0);
     }
@@ -297,21 +276,21 @@ static TU_NOINLINE GC_hidden_pointer side_node(unsigned i)
  * it on the old objects of its kind. */
 Test(markproc, reference_outside_the_object_survives_minor)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     GC_hidden_pointer first = new_target(80, 0x7300);
     side_store(5, first);
     GC_hidden_pointer n = side_node(5);
     root_set(&holder, n);
     tu_collect();
-    cr_assert(collect_minor());
-    cr_assert(collect_minor());     /* n is old, its page protected */
+    cr_assert(tu_collect_minor());
+    cr_assert(tu_collect_minor());     /* n is old, its page protected */
     cr_assert(tu_live(first));
     GC_hidden_pointer young[6];
     for (int i = 0; i < 6; i++) {
         young[i] = new_target(YOUNG_SIZE(i), 0x7310 + (uint64_t)i);
         side_store(5, young[i]);
-        cr_assert(collect_minor(), "round %d: expected a minor collection", i);
-        cr_assert(collect_minor(), "round %d: expected a minor collection", i);
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", i);
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", i);
         cr_assert(tu_live(young[i]), "round %d: object held through the side table reclaimed",
                   i);
         cr_assert_eq(target_damage(young[i], YOUNG_SIZE(i), 0x7310 + (uint64_t)i), 0);

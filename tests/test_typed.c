@@ -406,14 +406,6 @@ Test(typed, lists_on_threads)
     cr_assert_leq(decoys, 16, "%u decoys of live lists retained", decoys);
 }
 
-static TU_NOINLINE int collect_minor(void)
-{
-    tu_clear_stack();
-    int minor = lfgc_collect_minor();
-    tu_clear_stack();
-    return minor;
-}
-
 /* Old typed objects on written pages are rescanned by a minor collection:
  * only their pointer words. */
 static void minor_rescan(bool array)
@@ -423,7 +415,7 @@ static void minor_rescan(bool array)
     else
         root_typed(sizeof(struct elem), elem_descr());
     tu_collect();
-    if (!collect_minor())
+    if (!tu_collect_minor())
         TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
                 "asynchronous write protection");
     /* Past the slots the thread's cache held at the last collection,
@@ -435,7 +427,7 @@ static void minor_rescan(bool array)
     bool kept[] = {true, false, true};
     GC_hidden_pointer h[3];
     store_targets(3, words, h);
-    cr_assert(collect_minor(), "expected a minor collection");
+    cr_assert(tu_collect_minor(), "expected a minor collection");
     check_targets(3, words, h, kept, "after a minor collection");
     root = NULL;
 }

@@ -38,27 +38,6 @@
 
 TestSuite(untracked, .init = tu_warm_up);
 
-static TU_NOINLINE int minor_available(void)
-{
-    tu_collect();
-    return lfgc_collect_minor();
-}
-
-#define NEED_MINOR()                                                          \
-    do {                                                                      \
-        if (!minor_available())                                               \
-            TU_SKIP("minor collections unavailable: the kernel lacks "  \
-                         "userfaultfd asynchronous write protection");        \
-    } while (0)
-
-static TU_NOINLINE int collect_minor(void)
-{
-    tu_clear_stack();
-    int minor = lfgc_collect_minor();
-    tu_clear_stack();
-    return minor;
-}
-
 /* ------------------------------------------------------------------ */
 /* What the kernel says about a page                                    */
 
@@ -224,7 +203,7 @@ static TU_NOINLINE void store_young(enum how how, int uffd)
  * the full collection after the buffer forgot them. */
 static void untracked_rounds(enum how how)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     int uffd = find_uffd();
     make_old_buf();
     if (how == EXCLUDED)
@@ -243,7 +222,7 @@ static void untracked_rounds(enum how how)
                          "needs it to", (unsigned long)round);
         make_young(round);
         store_young(how, uffd);
-        cr_assert(collect_minor(), "round %lu: expected a minor collection",
+        cr_assert(tu_collect_minor(), "round %lu: expected a minor collection",
                   (unsigned long)round);
         cr_assert_eq(young_intact(round), NY, "round %lu: %d of %d young objects "
                      "held only by an untracked write survived a minor collection",
@@ -278,7 +257,7 @@ Test(untracked, excluded_range_is_rescanned_at_every_minor_collection)
  * rest of the heap is. */
 Test(untracked, excluded_pages_stay_unprotected_others_do_not)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     void **a = GC_malloc(OLD_BYTES), **b = GC_malloc(OLD_BYTES);
     cr_assert(a && b);
     GC_set_warn_proc(tu_warn_proc);
@@ -415,7 +394,7 @@ static TU_NOINLINE GC_hidden_pointer drop_chain(void)
 
 Test(untracked, full_collection_protects_the_pages_of_its_survivors)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     make_old_buf();                 /* the ballast: minor collections pay */
     make_chain();
     tu_collect();                   /* full: the chain is aging */
@@ -425,7 +404,7 @@ Test(untracked, full_collection_protects_the_pages_of_its_survivors)
                   "survived a full collection were protected", prot, pages);
     for (uint64_t round = 1; round <= 3; round++) {
         attach_young_to_chain(round);
-        cr_assert(collect_minor(), "round %lu: expected a minor collection",
+        cr_assert(tu_collect_minor(), "round %lu: expected a minor collection",
                   (unsigned long)round);
         cr_assert_eq(chain_intact(round), 0, "round %lu: links or young objects "
                      "lost by a minor collection", (unsigned long)round);
@@ -511,7 +490,7 @@ static TU_NOINLINE void write_young_addresses(int fd)
 
 Test(untracked, io_uring_fixed_buffer_writes_survive_with_end_stubborn_change)
 {
-    NEED_MINOR();
+    TU_NEED_MINOR();
     struct ring rg;
     memset(&rg, 0, sizeof rg);
     int err = ring_open(&rg);
@@ -547,7 +526,7 @@ Test(untracked, io_uring_fixed_buffer_writes_survive_with_end_stubborn_change)
             unseen++;
         GC_end_stubborn_change((const void *)old_buf);
         GC_enable();
-        cr_assert(collect_minor(), "round %lu: expected a minor collection",
+        cr_assert(tu_collect_minor(), "round %lu: expected a minor collection",
                   (unsigned long)round);
         cr_assert_eq(young_intact(round), NY, "round %lu: %d of %d young objects "
                      "written by READ_FIXED survived a minor collection",

@@ -127,6 +127,32 @@ static TU_NOINLINE void tu_collect(void)
     tu_clear_stack();
 }
 
+/* A minor collection if one can run, with the stack wiped around it:
+ * 1 if it was minor, 0 if it was full. */
+static TU_NOINLINE int tu_collect_minor(void)
+{
+    tu_clear_stack();
+    int minor = lfgc_collect_minor();
+    tu_clear_stack();
+    return minor;
+}
+
+/* Whether minor collections run here (the collector starts from a full
+ * collection, so this runs one first). */
+static TU_NOINLINE int tu_minor_available(void)
+{
+    tu_collect();
+    return lfgc_collect_minor();
+}
+
+/* Skip the test, loudly, where the kernel cannot track writes. */
+#define TU_NEED_MINOR()                                                       \
+    do {                                                                      \
+        if (!tu_minor_available())                                            \
+            TU_SKIP("minor collections unavailable: the kernel lacks "        \
+                    "userfaultfd asynchronous write protection");             \
+    } while (0)
+
 static inline GC_hidden_pointer tu_hide(const void *p)
 {
     return GC_HIDE_POINTER(p);
