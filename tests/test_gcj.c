@@ -9,6 +9,7 @@
  */
 #define GC_THREADS 1
 #include "test_util.h"
+#include "test_precise.h"
 #include "gc_gcj.h"
 #include "gc_mark.h"
 #include "gc_typed.h"
@@ -17,7 +18,6 @@
 
 TestSuite(gcj, .init = tu_warm_up);
 
-#define TARGET 48
 #define BM_WORD(i) ((GC_word)1 << (63 - (i)))
 
 /* A vtable as gcj lays one out: a class pointer, then the descriptor. */
@@ -27,7 +27,6 @@ struct vtable {
 };
 
 static struct vtable vt_len, vt_bits, vt_long;
-static void *volatile root;
 
 static void init_vtables(void)
 {
@@ -42,41 +41,13 @@ static void init_vtables(void)
     cr_assert_eq(vt_long.descr & GC_DS_TAGS, GC_DS_PROC);
 }
 
-/* Store fresh targets (seeds 1000 + word) at the given words of the
- * rooted object, hidden into h[]. */
-static TU_NOINLINE void store_targets(size_t n, const size_t *words, GC_hidden_pointer *h)
-{
-    GC_disable();
-    void **o = root;
-    for (size_t i = 0; i < n; i++) {
-        void *t = GC_malloc(TARGET);
-        cr_assert_not_null(t);
-        tu_fill_bytes(t, TARGET, 1000 + words[i]);
-        o[words[i]] = t;
-        h[i] = tu_hide(t);
-    }
-    GC_enable();
-}
-
-static void check_targets(size_t n, const size_t *words, const GC_hidden_pointer *h,
-                          const bool *kept, const char *what)
-{
-    for (size_t i = 0; i < n; i++) {
-        cr_assert_eq(tu_live(h[i]), kept[i], "%s: target at word %zu live %d, expected %d",
-                     what, words[i], tu_live(h[i]), kept[i]);
-        if (kept[i])
-            cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(h[i]), TARGET, 1000 + words[i]),
-                         TARGET, "%s: target at word %zu damaged", what, words[i]);
-    }
-}
-
 static TU_NOINLINE void root_gcj(size_t bytes, struct vtable *vt)
 {
     void **p = GC_gcj_malloc(bytes, vt);
     cr_assert_not_null(p);
     cr_assert_eq(p[0], (void *)vt);
     cr_assert_eq(tu_first_nonzero(p + 1, bytes - 8), bytes - 8, "gcj object not cleared");
-    root = p;
+    tu_holder = p;
 }
 
 static void gcj_keeps(size_t bytes, struct vtable *vt, size_t n, const size_t *words,
@@ -84,11 +55,11 @@ static void gcj_keeps(size_t bytes, struct vtable *vt, size_t n, const size_t *w
 {
     root_gcj(bytes, vt);
     GC_hidden_pointer h[16];
-    store_targets(n, words, h);
+    tu_store_targets(n, words, h);
     tu_collect();
     tu_collect();
-    check_targets(n, words, h, kept, what);
-    root = NULL;
+    tu_check_targets(n, words, h, kept, what);
+    tu_holder = NULL;
 }
 
 Test(gcj, length_descriptor_in_the_vtable)
@@ -136,14 +107,14 @@ Test(gcj, no_type_yet_scans_nothing)
 {
     init_vtables();
     root_gcj(48, &vt_len);
-    ((void **)root)[0] = NULL;
+    ((void **)tu_holder)[0] = NULL;
     size_t w[] = {1, 2};
     bool kept[] = {false, false};
     GC_hidden_pointer h[2];
-    store_targets(2, w, h);
+    tu_store_targets(2, w, h);
     tu_collect();
-    check_targets(2, w, h, kept, "first word 0");
-    root = NULL;
+    tu_check_targets(2, w, h, kept, "first word 0");
+    tu_holder = NULL;
 }
 
 Test(gcj, debug_and_ignore_off_page_forms)
@@ -211,11 +182,11 @@ static void *alloc_store_free(void *arg)
     struct freer *f = arg;
     GC_disable();
     void **h = GC_gcj_malloc(48, &vt_len);
-    void *t = GC_malloc(TARGET);
+    void *t = GC_malloc(TU_TARGET);
     h[1] = t;
     f->slot = tu_hide(h);
     f->target = tu_hide(t);
-    root = h;                               /* the stale pointer */
+    tu_holder = h;                          /* the stale pointer */
     GC_free(h);
     GC_enable();
     return NULL;
@@ -234,135 +205,32 @@ Test(gcj, free_slot_is_not_read)
         tu_collect();
         cr_assert_not(tu_live(f.target), "a free slot's old contents were scanned");
     }
-    root = NULL;
+    tu_holder = NULL;
 }
 
 /* ------------------------------------------------------------------ */
 /* Lists on threads, minor collections                                 */
 
-/* A node: vtable, next, a decoy word (an address that must not retain),
- * data. */
-struct node {
-    struct vtable *vt;
-    struct node *next;
-    uintptr_t decoy;
-    char *data;
-    uint64_t sum;
-};
+/* Nodes whose header is their vtable; the descriptor names next and data. */
 static struct vtable vt_node = {NULL, BM_WORD(1) | BM_WORD(3) | GC_DS_BITMAP};
-#define DATA 32
 
-static uint64_t data_sum(const char *d)
+static void *alloc_node(void *vt)
 {
-    uint64_t s = 0;
-    for (int i = 0; i < DATA; i++)
-        s = s * 31 + (unsigned char)d[i];
-    return s;
-}
-
-static __thread size_t decoy_bytes = TARGET;
-
-static TU_NOINLINE struct node *make_list(size_t n, uint64_t seed, GC_hidden_pointer *decoys)
-{
-    struct node *head = NULL;
-    for (size_t i = 0; i < n; i++) {
-        struct node *x = GC_GCJ_MALLOC(sizeof *x, &vt_node);
-        cr_assert_not_null(x);
-        x->data = GC_malloc_atomic(DATA);
-        cr_assert_not_null(x->data);
-        tu_fill_bytes(x->data, DATA, seed + i);
-        x->sum = data_sum(x->data);
-        char *decoy = GC_malloc(decoy_bytes);
-        cr_assert_not_null(decoy);
-        x->decoy = (uintptr_t)decoy;
-        if (i < 64)
-            decoys[i] = tu_hide(decoy);
-        x->next = head;
-        head = x;
-    }
-    return head;
-}
-
-static TU_NOINLINE size_t list_intact(const struct node *x)
-{
-    size_t n = 0;
-    for (; x; x = x->next, n++)
-        if (x->vt != &vt_node || data_sum(x->data) != x->sum || !lfgc_is_live(x->data))
-            return (size_t)-1;
-    return n;
-}
-
-static TU_NOINLINE unsigned decoys_live(const GC_hidden_pointer *d, unsigned n)
-{
-    unsigned live = 0;
-    for (unsigned i = 0; i < n; i++)
-        live += (unsigned)tu_live(d[i]);
-    return live;
-}
-
-#define THREADS 4
-struct worker {
-    unsigned id;
-    size_t bad;
-    unsigned decoys;
-};
-
-static void *worker_main(void *arg)
-{
-    struct worker *w = arg;
-    GC_hidden_pointer decoys[64];
-    /* Decoys of a size of their own per thread: a slot freed by a
-     * collection and taken by another thread's decoy would look live. */
-    decoy_bytes = 100 + 200 * w->id;
-    for (int round = 0; round < 5; round++) {
-        struct node *volatile head = make_list(4000, w->id * 100000 + round, decoys);
-        tu_clear_stack();
-        GC_gcollect();
-        if (list_intact(head) != 4000)
-            w->bad++;
-        w->decoys += decoys_live(decoys, 64);
-        head = NULL;
-    }
-    return NULL;
+    return GC_GCJ_MALLOC(sizeof(struct tu_pnode), vt);
 }
 
 Test(gcj, lists_on_threads)
 {
     GC_init_gcj_malloc(0, NULL);
-    struct worker w[THREADS];
-    pthread_t t[THREADS];
-    for (unsigned i = 0; i < THREADS; i++) {
-        w[i] = (struct worker){i, 0, 0};
-        cr_assert_eq(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
-    }
-    unsigned decoys = 0;
-    for (unsigned i = 0; i < THREADS; i++) {
-        pthread_join(t[i], NULL);
-        cr_assert_eq(w[i].bad, 0, "thread %u: a list was damaged", i);
-        decoys += w[i].decoys;
-    }
-    /* A collection may run while a thread is half-way through a node: a
-     * few of 1280. */
-    cr_assert_leq(decoys, 16, "%u decoys of live lists retained", decoys);
+    struct tu_plist pl = {alloc_node, &vt_node, &vt_node};
+    tu_plist_threads(&pl, 4000);
 }
 
 static void minor_rescan(struct vtable *vt, const bool *kept)
 {
     root_gcj(64, vt);
-    tu_collect();
-    if (!tu_collect_minor())
-        TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
-                "asynchronous write protection");
-    /* Past the slots the thread's cache held at the last collection,
-     * which that collection marked (they count as allocated). */
-    for (int i = 0; i < 2000; i++)
-        cr_assert_not_null(GC_malloc(TARGET));
     size_t w[] = {1, 2, 5, 6};
-    GC_hidden_pointer h[4];
-    store_targets(4, w, h);
-    cr_assert(tu_collect_minor(), "expected a minor collection");
-    check_targets(4, w, h, kept, "after a minor collection");
-    root = NULL;
+    tu_minor_targets(4, w, kept);
 }
 
 Test(gcj, minor_collection_rescans_old_objects_precisely)
