@@ -35,24 +35,7 @@ missing() {
     exit 77
 }
 
-# Install Debian packages that are missing, when we can.
-ensure_packages() {
-    need=
-    for p in "$@"; do
-        dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || need="$need $p"
-    done
-    [ -z "$need" ] && return 0
-    if [ "$(id -u)" -ne 0 ]; then
-        missing "missing Debian packages:$need (not root, cannot install them)"
-    fi
-    echo "dropin.sh: installing:$need"
-    export DEBIAN_FRONTEND=noninteractive
-    # shellcheck disable=SC2086 # a list of package names
-    apt-get install -y -q --no-install-recommends $need >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 &&
-          apt-get install -y -q --no-install-recommends $need >/dev/null 2>&1; } ||
-        missing "could not install:$need"
-}
+. "$top_srcdir/tests/packages.sh"
 
 test -e "$libs/libgc.so.1" || { echo "FAIL: $libs/libgc.so.1 not built" >&2; exit 1; }
 test -e "$libs/liblfgc.so.0" || { echo "FAIL: $libs/liblfgc.so.0 not built" >&2; exit 1; }
@@ -65,7 +48,7 @@ for v in GC_all_interior_pointers GC_dont_gc GC_java_finalization GC_finalize_on
     readelf -rW "$libs/liblfgc.so.0" | grep -q "R_X86_64_GLOB_DAT .* $v + 0" ||
         fail "liblfgc.so.0 reads $v without the GOT: a program's copy of it would be ignored"
 done
-ensure_packages libgc-dev mmv w3m
+ensure_packages missing libgc-dev mmv w3m
 bdwgc=$(ldconfig -p | awk '$1 == "libgc.so.1" { print $NF; exit }')
 test -n "$bdwgc" || missing "the system's libgc.so.1 (Debian libgc1) is not found by ldconfig"
 

@@ -48,25 +48,11 @@ die() {
     exit 1
 }
 
-ensure_packages() {
-    need=
-    for p in "$@"; do
-        dpkg -s "$p" 2>/dev/null | grep -q '^Status: install ok installed' || need="$need $p"
-    done
-    [ -z "$need" ] && return 0
-    [ "$(id -u)" -eq 0 ] || die "missing Debian packages:$need (not root, cannot install them)"
-    echo "runtimes.sh: installing:$need"
-    export DEBIAN_FRONTEND=noninteractive
-    # shellcheck disable=SC2086 # a list of package names
-    apt-get install -y -q --no-install-recommends $need >/dev/null 2>&1 ||
-        { apt-get update -q >/dev/null 2>&1 &&
-          apt-get install -y -q --no-install-recommends $need >/dev/null 2>&1; } ||
-        die "could not install:$need"
-}
+. "$top_srcdir/tests/packages.sh"
 
 test -e "$libs/libgc.so.1" || { echo "FAIL: $libs/libgc.so.1 not built" >&2; exit 1; }
 test -e "$libs/liblfgc.so.0" || { echo "FAIL: $libs/liblfgc.so.0 not built" >&2; exit 1; }
-ensure_packages libgc1 neko ecl guile-3.0 guile-3.0-dev
+ensure_packages die libgc1 neko ecl guile-3.0 guile-3.0-dev
 bdwgc=$(ldconfig -p | awk '$1 == "libgc.so.1" { print $NF; exit }')
 test -n "$bdwgc" || die "the system's libgc.so.1 (Debian libgc1) is not found by ldconfig"
 bdwgc=$(readlink -f "$bdwgc")
