@@ -23,13 +23,12 @@
 #endif
 
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <time.h>
+
+#include "bench_clock.h"
 
 #ifndef BENCH_COLLECTOR
 # ifdef LFGC_VERSION_STRING
@@ -42,40 +41,6 @@
 /* Exit status of a workload that cannot run on this collector (the bench
  * scripts record the row as "n/a"), as automake's SKIP. */
 #define BENCH_EXIT_UNSUPPORTED 77
-
-static inline uint64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline double bench_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
-
-static inline long bench_peak_rss_kb(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
-/* A small, fast, deterministic generator (xorshift64*), so that runs are
- * repeatable and both collectors see exactly the same work. */
-static inline uint64_t bench_rand(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
 
 /* ------------------------------------------------------------------ */
 /* Pause log.  The buffers come from mmap, not from the data segment: the
@@ -282,7 +247,6 @@ static inline void bench_unsupported(const char *workload, const char *why)
     exit(BENCH_EXIT_UNSUPPORTED);
 }
 
-/* Keep a value alive and opaque to the optimiser. */
 /* The binary trees of trees.c and mt_trees.c: a node has both children or
  * neither.  bench_tree_count() counts the nodes, or returns a large
  * negative number for a damaged tree, so that the total comes out wrong. */
@@ -312,7 +276,5 @@ static inline uint64_t bench_checksum32(const uint32_t *a, size_t n)
     }
     return h;
 }
-
-#define BENCH_KEEP(x) __asm__ volatile("" : : "r"(x) : "memory")
 
 #endif /* BENCH_UTIL_H */

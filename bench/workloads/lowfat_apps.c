@@ -57,7 +57,7 @@ static int run_memcpy(void)
     size_t size[BUFS];
     uint64_t st = 1;
     for (int i = 0; i < BUFS; i++) {
-        size[i] = 16 + mb_rand(&st) % 1009;
+        size[i] = 16 + bench_rand(&st) % 1009;
         buf[i] = mb_xmalloc(size[i]);
         memset(buf[i], i, size[i]);
     }
@@ -65,7 +65,7 @@ static int run_memcpy(void)
     uint64_t sum = 0;
     timer_start();
     for (long k = 0; k < n; k++) {
-        uint64_t r = mb_rand(&st);
+        uint64_t r = bench_rand(&st);
         int d = (int)(r % BUFS), s = (int)((r >> 16) % BUFS);
         size_t len = size[d] < size[s] ? size[d] : size[s];
         len -= (r >> 32) % 16;            /* sometimes a little less */
@@ -76,7 +76,7 @@ static int run_memcpy(void)
         sum += (unsigned char)buf[d][len - 1];
     }
     double ns = timer_ns();
-    MB_SINK(sum);
+    BENCH_KEEP(sum);
     for (int i = 0; i < BUFS; i++)
         free(buf[i]);
     return mb_report(plain ? "memcpy-plain" : "memcpy-checked", 1,
@@ -117,7 +117,7 @@ static int run_meta(void)
     struct range *t = mb_xmalloc(OBJS * sizeof *t);
     uint64_t st = 7;
     for (uint32_t i = 0; i < OBJS; i++) {
-        len[i] = (uint32_t)(16 + mb_rand(&st) % 497);
+        len[i] = (uint32_t)(16 + bench_rand(&st) % 497);
         obj[i] = meta_malloc(len[i], i, "bench");
         if (obj[i] == NULL)
             return 3;
@@ -132,7 +132,7 @@ static int run_meta(void)
     const char **probe = mb_xmalloc(PROBES * sizeof *probe);
     uint32_t *want = mb_xmalloc(PROBES * sizeof *want);
     for (int k = 0; k < PROBES; k++) {
-        uint64_t r = mb_rand(&st);
+        uint64_t r = bench_rand(&st);
         uint32_t i = (uint32_t)(r % OBJS);
         probe[k] = obj[i] + (r >> 32) % len[i];
         want[k] = i;
@@ -164,7 +164,7 @@ static int run_tree(void)
     uint64_t st = 99;
     timer_start();
     for (long i = 0; i < n; i++) {
-        long key = (long)(mb_rand(&st) >> 1);
+        long key = (long)(bench_rand(&st) >> 1);
         int r = plain ? p234_insert(&root, key) : t234_insert(&root, key);
         if (r < 0)
             return 3;
@@ -176,7 +176,7 @@ static int run_tree(void)
     for (int round = 0; round < rounds; round++) {
         st = 99;
         for (long i = 0; i < n; i++) {
-            long key = (long)(mb_rand(&st) >> 1);
+            long key = (long)(bench_rand(&st) >> 1);
             found += plain ? p234_find(root, key) : t234_find(root, key);
         }
     }

@@ -57,14 +57,14 @@ int main(int argc, char **argv)
         mb_xmalloc(WORKING_SET * sizeof *ws);
     uint64_t st = 0x9E3779B97F4A7C15ULL;
     for (size_t i = 0; i < WORKING_SET; i++) {
-        ws[i].size = (uint32_t)(16 + mb_rand(&st) % 241);
+        ws[i].size = (uint32_t)(16 + bench_rand(&st) % 241);
         ws[i].gen = 0;
         ws[i].p = mb_xmalloc(ws[i].size);
         mb_fill(ws[i].p, ws[i].size, i);
     }
     long steps = total - (long)allocs;
     for (long s = 0; s < steps; s++) {
-        uint64_t r = mb_rand(&st);
+        uint64_t r = bench_rand(&st);
         size_t i = (size_t)(r % WORKING_SET);
         struct slot *e = &ws[i];
         if (!mb_check(e->p, e->size, ((uint64_t)e->gen << 32) | i))
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
     if (bad)
         fprintf(stderr, "malloc_churn: %llu objects damaged\n",
                 (unsigned long long)bad);
-    double wall = (double)(mb_now_ns() - mb_t0_ns);
+    double wall = (double)(bench_now_ns() - mb_t0_ns);
     return mb_report("malloc_churn", bad == 0, "allocs=%llu ns_per_op=%.2f",
                      (unsigned long long)allocs, wall / (double)allocs);
 }

@@ -34,7 +34,7 @@ int main(int argc, char **argv)
         perror("malloc_exec: pipe");
         return 3;
     }
-    uint64_t t0 = mb_now_ns();
+    uint64_t t0 = bench_now_ns();
     pid_t pid = fork();
     if (pid < 0) {
         perror("malloc_exec: fork");
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
             return 3;
         }
     }
-    double wall = (double)(mb_now_ns() - t0) / 1e9;
+    double wall = (double)(bench_now_ns() - t0) / 1e9;
     double cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
                  (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
     char hash[17];

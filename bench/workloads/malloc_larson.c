@@ -38,7 +38,7 @@ static void *run(void *arg)
     uint64_t st = w->seed;
     long n = w->ops_left < ROUNDS ? w->ops_left : ROUNDS;
     for (long k = 0; k < n; k++) {
-        uint64_t r = mb_rand(&st);
+        uint64_t r = bench_rand(&st);
         size_t i = (size_t)(r % CHUNKS);
         if (!mb_check(w->obj[i], w->size[i], w->tag[i]))
             w->bad++;
@@ -86,7 +86,7 @@ int main(int argc, char **argv)
         w[t].seed = 0xDA942042E4DD58B5ULL * (uint64_t)(t + 1);
         w[t].ops_left = ops / threads;
         for (size_t i = 0; i < CHUNKS; i++) {
-            uint64_t r = mb_rand(&w[t].seed);
+            uint64_t r = bench_rand(&w[t].seed);
             w[t].size[i] = (uint32_t)(MIN_SIZE + r % (MAX_SIZE - MIN_SIZE + 1));
             w[t].obj[i] = mb_xmalloc(w[t].size[i]);
             w[t].tag[i] = r;
@@ -120,7 +120,7 @@ int main(int argc, char **argv)
     if (bad)
         fprintf(stderr, "malloc_larson: %llu objects damaged\n",
                 (unsigned long long)bad);
-    double wall = (double)(mb_now_ns() - mb_t0_ns);
+    double wall = (double)(bench_now_ns() - mb_t0_ns);
     return mb_report("malloc_larson", bad == 0,
                      "threads=%d ops=%ld threads_started=%ld ns_per_op=%.2f",
                      threads, done, started, wall / (double)done);

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
         return 3;
     uint64_t st = 0x243F6A8885A308D3ULL, bad = 0, reallocs = 0, zeroes = 0;
     for (long k = 0; k < ops; k++) {
-        uint64_t r = mb_rand(&st);
+        uint64_t r = bench_rand(&st);
         struct slot *e = &s[r % SLOTS];
         unsigned action = (unsigned)(r >> 56);         /* 0..255 */
         if (e->p == NULL) {
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "malloc_realloc: %llu buffers damaged, %llu callocs "
                 "not zeroed\n", (unsigned long long)bad,
                 (unsigned long long)zeroes);
-    double wall = (double)(mb_now_ns() - mb_t0_ns);
+    double wall = (double)(bench_now_ns() - mb_t0_ns);
     return mb_report("malloc_realloc", bad == 0 && zeroes == 0,
                      "ops=%ld reallocs=%llu ns_per_op=%.2f", ops,
                      (unsigned long long)reallocs, wall / (double)ops);

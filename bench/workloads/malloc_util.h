@@ -14,46 +14,19 @@
 #define MALLOC_UTIL_H
 
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
+
+#include "bench_clock.h"
 
 static uint64_t mb_t0_ns;
 static double mb_t0_cpu;
 
-static inline uint64_t mb_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline double mb_cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-}
-
 static inline void mb_init(void)
 {
-    mb_t0_ns = mb_now_ns();
-    mb_t0_cpu = mb_cpu_s();
-}
-
-/* xorshift64*: cheap, repeatable, the same stream under every allocator. */
-static inline uint64_t mb_rand(uint64_t *state)
-{
-    uint64_t x = *state;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return x * 0x2545F4914F6CDD1DULL;
+    mb_t0_ns = bench_now_ns();
+    mb_t0_cpu = bench_cpu_s();
 }
 
 /* A size between lo and hi (inclusive), logarithmically distributed as in
@@ -61,7 +34,7 @@ static inline uint64_t mb_rand(uint64_t *state)
  * yet every power of two between lo and hi is visited. */
 static inline size_t mb_log_size(uint64_t *st, size_t lo, size_t hi)
 {
-    uint64_t r = mb_rand(st);
+    uint64_t r = bench_rand(st);
     unsigned lo_bits = 63 - (unsigned)__builtin_clzll(lo | 1);
     unsigned hi_bits = 63 - (unsigned)__builtin_clzll(hi | 1);
     unsigned b = lo_bits + (unsigned)(r % (hi_bits - lo_bits + 1));
@@ -115,26 +88,16 @@ static inline void *mb_xmalloc(size_t n)
     return p;
 }
 
-/* Keep a value alive and opaque to the optimiser. */
-#define MB_SINK(x) __asm__ volatile("" : : "r"(x) : "memory")
-
-static inline long mb_peak_rss_kb(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
-
 /* Print the RESULT line (last on stdout) and return main's exit status. */
 static inline int mb_report(const char *workload, int ok, const char *extra, ...)
     __attribute__((format(printf, 3, 4)));
 
 static inline int mb_report(const char *workload, int ok, const char *extra, ...)
 {
-    double wall = (double)(mb_now_ns() - mb_t0_ns) / 1e9;
-    double cpu = mb_cpu_s() - mb_t0_cpu;
+    double wall = (double)(bench_now_ns() - mb_t0_ns) / 1e9;
+    double cpu = bench_cpu_s() - mb_t0_cpu;
     printf("RESULT workload=%s wall_s=%.3f cpu_s=%.3f peak_rss_kb=%ld",
-           workload, wall, cpu, mb_peak_rss_kb());
+           workload, wall, cpu, bench_peak_rss_kb());
     if (extra) {
         va_list ap;
         va_start(ap, extra);

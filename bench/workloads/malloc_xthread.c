@@ -140,7 +140,7 @@ int main(int argc, char **argv)
     if (bad)
         fprintf(stderr, "malloc_xthread: %llu objects damaged\n",
                 (unsigned long long)bad);
-    double wall = (double)(mb_now_ns() - mb_t0_ns);
+    double wall = (double)(bench_now_ns() - mb_t0_ns);
     return mb_report("malloc_xthread", bad == 0,
                      "threads=%d objects=%ld ns_per_object=%.2f", 2 * pairs,
                      done, wall / (double)done);
