@@ -193,6 +193,10 @@ struct span {
     /* Per chunk: pages excluded from write tracking (never protected,
      * always rescanned: lfgc_exclude_from_write_tracking). */
     uint16_t untracked_pages;
+    /* A collection called a mark procedure that a descriptor read from
+     * one of its objects named (gcj vtables, per-object kinds, typed
+     * arrays): every minor collection rescans such objects (mark.c). */
+    uint8_t indirect_procs;
     uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
 };
 

@@ -357,6 +357,20 @@ static uintptr_t *slice_precise(struct marker *m, uintptr_t *top, uintptr_t lo, 
     return top;
 }
 
+/* Some span holds objects whose descriptor names a mark procedure
+ * (span.indirect_procs): minor collections look for them. */
+static LF_UNSCANNED bool indirect_procs;
+
+static __attribute__((noinline, cold)) void note_indirect_proc(uintptr_t obj)
+{
+    struct region *r = region_of((const void *)obj);
+    struct span *s = &r->spans[span_index_of(r, obj)];
+    if (!__atomic_load_n(&s->indirect_procs, __ATOMIC_RELAXED))
+        __atomic_store_n(&s->indirect_procs, 1, __ATOMIC_RELAXED);
+    if (!__atomic_load_n(&indirect_procs, __ATOMIC_RELAXED))
+        __atomic_store_n(&indirect_procs, true, __ATOMIC_RELAXED);
+}
+
 /* GC_DS_PER_OBJECT: the descriptor of the object at [obj, end), read at a
  * byte offset in it, or (a negative offset) in the record its first word
  * points to.  False when the offset lies outside the object. */
@@ -413,8 +427,15 @@ static uintptr_t *scan_descr(struct marker *m, uintptr_t *top, uintptr_t obj, ui
             return SPECIALISED(scan_long_bitmap, m, top, obj, lb, lo, hi);
         }
         GC_mark_proc fn = __atomic_load_n(&lf_mark_procs[proc], __ATOMIC_ACQUIRE);
-        if (likely(fn))
+        if (likely(fn)) {
+            /* Not a procedure kind's own descriptor (depth 0, an entry):
+             * one read from the object or its record, or a typed array's
+             * element descriptor.  Its kind is not rescanned whole by
+             * minor collections: the span is. */
+            if (depth || !e)
+                note_indirect_proc(obj);
             return call_proc(m, top, obj, fn, d, atomic);
+        }
         /* An index no procedure has (a descriptor found in an object): the
          * object is scanned whole, conservatively. */
         break;
@@ -1150,6 +1171,10 @@ void lf_mark_set(const void *p)
 
 void lf_mark_clear_all(void)
 {
+    /* A full collection finds again which spans hold objects that call a
+     * procedure through their descriptor. */
+    bool procs = indirect_procs;
+    indirect_procs = false;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
@@ -1158,6 +1183,9 @@ void lf_mark_clear_all(void)
         lf_span_slots(r, r->next_chunk - r->span_chunks, &qa, &qb);
         uint64_t bits = qb - r->q0;
         memset(r->mark_bits, 0, (bits + 63) / 64 * 8);
+        if (procs)
+            for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks)
+                r->spans[j].indirect_procs = 0;
     }
 }
 
@@ -1241,13 +1269,52 @@ static void mark_recover_overflow(void)
     parallel_now = saved;
 }
 
+/* Does descriptor d, for the object (or array element) at [obj, end),
+ * end in a call of a mark procedure?  Decoded as scan_descr does. */
+static bool descr_calls_proc(uintptr_t d, uintptr_t obj, uintptr_t end)
+{
+    for (unsigned depth = 0;; depth++) {
+        switch (d & GC_DS_TAGS) {
+        case GC_DS_PROC: {
+            unsigned proc = (unsigned)(d >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1);
+            uintptr_t env = d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS);
+            if (proc == lf_typed_proc && lf_long_bitmap_of(env))
+                return false;
+            return __atomic_load_n(&lf_mark_procs[proc], __ATOMIC_ACQUIRE) != NULL;
+        }
+        case GC_DS_PER_OBJECT:
+            if (depth >= PER_OBJECT_DEPTH || !per_object_descr(d, obj, end, &d) || !d)
+                return false;
+            break;
+        default:
+            return false;
+        }
+    }
+}
+
+/* Does the marked object at [base, end), of kind k, in a span where the
+ * marker met indirect procedure calls, call one? */
+static bool object_calls_proc(const struct kind *k, uintptr_t base, uintptr_t end)
+{
+    if (!kind_scan_len(k, (const void *)base, end - base))
+        return false;                       /* a free slot */
+    if (k->scan == SCAN_PER_OBJECT)
+        return descr_calls_proc(k->descr + (k->add_size ? end - base : 0), base, end);
+    if (k->scan != SCAN_TYPED_ARRAY || end - base < 3 * 8)
+        return false;
+    const uint64_t *t = (const uint64_t *)(end - 3 * 8);
+    return t[0] && t[1] >= 8 && t[1] <= end - base && descr_calls_proc(t[2], base, base + t[1]);
+}
+
 /* A minor collection does not see writes a mark procedure reads outside
- * its object: every old object of such a kind is scanned again. */
+ * its object: every old object of a procedure kind is scanned again, and
+ * every one of another precise kind whose descriptor names a procedure
+ * (in the spans where the marker met one: span.indirect_procs). */
 uint64_t lf_mark_rescan_kinds(void)
 {
     uint64_t bytes = 0;
     unsigned kinds = lf_kinds_made();
-    bool any = false;
+    bool any = __atomic_load_n(&indirect_procs, __ATOMIC_RELAXED);
     for (unsigned k = NUM_PREDEFINED_KINDS; k < kinds; k++)
         any |= lf_kinds[k].rescan_minor && !lf_kinds[k].uncollectable;
     if (!any)
@@ -1256,16 +1323,22 @@ uint64_t lf_mark_rescan_kinds(void)
         struct region *r = it.r;
         struct span *s = it.s;
         const struct kind *kd = &lf_kinds[s->kind];
-        if (!kd->rescan_minor || kd->uncollectable)
+        if (kd->uncollectable)
+            continue;
+        bool whole = kd->rescan_minor;
+        if (!whole && !(s->indirect_procs && kind_precise(kd)))
             continue;
         uint64_t qa, qb;
         lf_span_slots(r, it.j, &qa, &qb);
         for (uint64_t q = qa; q < qb; q++) {
             if (!bit_get(r->mark_bits, q - r->q0))
                 continue;
+            uintptr_t base = q * r->size;
             uint64_t len = r->large ? s->obj_bytes : r->size;
-            lf_mark_push_part((const void *)(q * r->size), (const void *)(q * r->size),
-                              (const char *)(q * r->size) + len);
+            if (!whole && !object_calls_proc(kd, base, object_end(base)))
+                continue;
+            lf_mark_push_part((const void *)base, (const void *)base,
+                              (const char *)base + len);
             bytes += len;
         }
     }

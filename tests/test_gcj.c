@@ -15,6 +15,7 @@
 #include "gc_typed.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 TestSuite(gcj, .init = tu_warm_up);
 
@@ -246,4 +247,76 @@ Test(gcj, minor_collection_calls_the_mark_procedure)
     vt_proc.descr = GC_MAKE_PROC(GC_GCJ_RESERVED_MARK_PROC_INDEX, 5);
     bool kept[] = {false, true, false, false};
     minor_rescan(&vt_proc, kept);
+}
+
+/* A procedure that follows a reference kept outside the heap, in memory
+ * lfgc neither scans nor write-protects (as a runtime's side tables):
+ * word 1 of the object indexes side[], whose entries are encoded so that
+ * no word there is a heap address.  A minor collection sees no write
+ * there, yet the old object must give the young one it now reaches. */
+#define SIDE_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5)
+static uintptr_t *side;
+static volatile unsigned side_calls;
+
+static struct GC_ms_entry *side_proc(GC_word *addr, struct GC_ms_entry *msp,
+                                     struct GC_ms_entry *lim, GC_word env)
+{
+    (void)env;
+    side_calls++;
+    GC_word i = addr[1];
+    if (i && side[i - 1])
+        msp = GC_MARK_AND_PUSH((void *)(side[i - 1] ^ SIDE_MASK), msp, lim, NULL);
+    return msp;
+}
+
+static struct vtable vt_side;
+
+static TU_NOINLINE GC_hidden_pointer side_target(size_t i, uint64_t seed)
+{
+    void *t = GC_malloc(TU_TARGET);
+    cr_assert_not_null(t);
+    tu_fill_bytes(t, TU_TARGET, seed);
+    side[i] = (uintptr_t)t ^ SIDE_MASK;
+    return tu_hide(t);
+}
+
+Test(gcj, minor_collection_calls_a_procedure_reading_outside_the_object)
+{
+    side = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(side, MAP_FAILED);
+    GC_init_gcj_malloc(GC_GCJ_RESERVED_MARK_PROC_INDEX, (void *)side_proc);
+    vt_side.descr = GC_MAKE_PROC(GC_GCJ_RESERVED_MARK_PROC_INDEX, 0);
+    /* Large: a span of its own, whose page nothing else writes. */
+    root_gcj(100 * KiB, &vt_side);
+    ((GC_word *)tu_holder)[1] = 1;           /* side[0] */
+    tu_collect();
+    if (!tu_collect_minor())
+        TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
+                "asynchronous write protection");
+    cr_assert(tu_collect_minor());          /* the holder is old, its page protected */
+    /* The old object is never written again: only the side table is. */
+    GC_hidden_pointer h[4];
+    for (int round = 0; round < 4; round++) {
+        GC_disable();
+        h[round] = side_target(0, 77 + (uint64_t)round);
+        GC_enable();
+        unsigned calls = side_calls;
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert_gt(side_calls, calls, "round %d: the procedure was not called", round);
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert(tu_live(h[round]),
+                  "round %d: the young object the procedure reaches was freed", round);
+        cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(h[round]), TU_TARGET, 77 + (uint64_t)round),
+                     TU_TARGET, "round %d: the young object was damaged", round);
+    }
+    tu_collect();
+    for (int round = 0; round < 3; round++)
+        cr_assert_not(tu_live(h[round]), "replaced object %d survived", round);
+    GC_hidden_pointer last = h[3];
+    /* Dropped from the side table, it is garbage. */
+    cr_assert(tu_live(last));
+    side[0] = 0;
+    tu_collect();
+    cr_assert_not(tu_live(last), "the object the side table no longer holds was kept");
+    tu_holder = NULL;
 }
