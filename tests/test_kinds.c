@@ -2,6 +2,7 @@
  * are scanned, and GC_generic_malloc. */
 #include "test_util.h"
 #include "gc_mark.h"
+#include "gc_typed.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -434,6 +435,38 @@ Test(kinds, minor_collection_rescans_per_object_kind_precisely)
     minor_rescan_is_precise(k, 300 * KiB, last, BM_WORD(0) | BM_WORD(1) | GC_DS_BITMAP, 8, 16);
     minor_rescan_is_precise(k, 300 * KiB, last, (200 * KiB) | GC_DS_LENGTH, 100 * KiB,
                             250 * KiB);
+}
+
+/* GC_make_descriptor's descriptor of a layout longer than a bitmap
+ * descriptor holds may be a kind's own, as in bdwgc: only the words it
+ * names are scanned, by full and minor collections. */
+Test(kinds, long_bitmap_descriptor_as_the_kinds_own)
+{
+    GC_word bm[3] = {0};
+    GC_set_bit(bm, 1);
+    GC_set_bit(bm, 100);
+    GC_set_bit(bm, 150);
+    GC_descr d = GC_make_descriptor(bm, 160);
+    cr_assert_eq(d & GC_DS_TAGS, GC_DS_PROC, "160 words: a long bitmap");
+    int k = (int)GC_new_kind(GC_new_free_list(), d, 0, 1);
+    typed_holder_keeps(k, 160 * 8, NO_WORD, 0, 8, 16, true, false, "words 1 and 2");
+    typed_holder_keeps(k, 160 * 8, NO_WORD, 0, 100 * 8, 150 * 8, true, true,
+                       "words 100 and 150");
+    typed_holder_keeps(k, 160 * 8, NO_WORD, 0, 99 * 8, 151 * 8, false, false,
+                       "words 99 and 151");
+    /* A large object: words past the layout's end are not scanned. */
+    typed_holder_keeps(k, 100 * KiB, NO_WORD, 0, 150 * 8, 5000 * 8, true, false,
+                       "large, words 150 and 5000");
+    minor_rescan_is_precise(k, 160 * 8, NO_WORD, 0, 100 * 8, 101 * 8);
+}
+
+/* Index 7 names no procedure: only a GC_make_descriptor result may use it. */
+Test(kinds, reserved_index_without_a_layout_aborts, .signal = SIGABRT)
+{
+    GC_word bm[2] = {0};
+    GC_set_bit(bm, 100);
+    cr_assert_eq(GC_make_descriptor(bm, 101) & GC_DS_TAGS, GC_DS_PROC);
+    GC_new_kind(GC_new_free_list(), GC_MAKE_PROC(7, 12345), 0, 1);
 }
 
 Test(kinds, mark_procedures_not_supported_yet, .signal = SIGABRT)
