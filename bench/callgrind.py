@@ -23,6 +23,10 @@ counts and the call graph from callgrind's output:
   base_lookup      lfgc: lowfat_base() in a non-inlined wrapper (its ret
                    included); bdwgc: GC_base(), inclusive, per call.
   gc_base          GC_base() inclusive per call, both.
+  malloc_fast_path lfgc only (--malloc-lib, --malloc-probe): the fast path
+  free_fast_path   (as alloc_fast_path) of malloc and free from
+                   workloads/cg_malloc.c run with liblfgc-malloc.so
+                   preloaded, the shim's jump included.
 
 Writes FILE (CSV: metric, what, lfgc, bdwgc, note) and prints a table.
 Standard library only.
@@ -119,13 +123,15 @@ class Profile:
         return sum(self.self_cost[fn].values()) / n
 
 
-def run(binary, args, out):
+def run(binary, args, out, preload=None):
     cmd = ["valgrind", "--tool=callgrind", "--dump-instr=yes",
            "--compress-pos=no", "--compress-strings=no",
            f"--callgrind-out-file={out}", binary] + [str(a) for a in args]
     # One marker: all of a collection's work then runs on the thread that
     # called it, where callgrind's inclusive counts see it.
     env = dict(os.environ, GC_MARKERS="1", LFGC_MARKERS="1")
+    if preload:
+        env["LD_PRELOAD"] = preload
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        text=True, errors="replace", env=env)
     ok = p.returncode == 0 and "check=ok" in p.stdout
@@ -137,9 +143,26 @@ def run(binary, args, out):
     return Profile(out)
 
 
-def measure(peer, binary, outdir):
+MALLOC_ROUNDS = 10000
+
+
+def measure_malloc(lib, probe, outdir, res, notes):
+    prof = run(probe, [MALLOC_ROUNDS], os.path.join(outdir, "callgrind.lfgc.malloc.out"),
+               preload=lib)
+    if not prof:
+        return
+    for fn, metric in (("malloc", "malloc_fast_path"), ("free", "free_fast_path")):
+        n = prof.calls_to.get(fn, 0)
+        fp, fns = prof.fast_path(fn, n)
+        res[metric] = fp
+        notes[metric] = "+".join(fns)
+
+
+def measure(peer, binary, outdir, malloc_lib=None, malloc_probe=None):
     res, notes = {}, {}
     tag = os.path.join(outdir, f"callgrind.{peer}")
+    if peer == "lfgc" and malloc_lib and malloc_probe:
+        measure_malloc(malloc_lib, malloc_probe, outdir, res, notes)
 
     prof = run(binary, ["alloc", ALLOC_N], f"{tag}.alloc.out")
     if prof:
@@ -176,6 +199,8 @@ WHAT = [
     ("mark_per_word", "GC_gcollect() per word of live data"),
     ("base_lookup", "base of an interior pointer (lfgc: lowfat_base)"),
     ("gc_base", "GC_base() per call"),
+    ("malloc_fast_path", "malloc of 16-64 B, lfgc-malloc, the path most calls take"),
+    ("free_fast_path", "free of those, the path most calls take"),
 ]
 
 
@@ -183,6 +208,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="directory for raw outputs")
     ap.add_argument("--csv", required=True)
+    ap.add_argument("--malloc-lib", help="liblfgc-malloc.so to preload")
+    ap.add_argument("--malloc-probe", help="cg_malloc binary")
     ap.add_argument("probes", nargs="+", help="PEER=BINARY")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -195,8 +222,9 @@ def main():
             results[peer], notes[peer] = {}, {}
             continue
         print(f"callgrind: {peer}: {binary}", file=sys.stderr)
-        r, n = measure(peer, binary, args.out)
-        if len(r) < len(WHAT):
+        r, n = measure(peer, binary, args.out, args.malloc_lib, args.malloc_probe)
+        want = len(WHAT) - (0 if peer == "lfgc" and args.malloc_lib else 2)
+        if len(r) < want:
             failed = True
         results[peer], notes[peer] = r, n
 

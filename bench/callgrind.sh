@@ -10,7 +10,9 @@
 # workloads/cg_probe.c is built against that library and against bdwgc, and
 # callgrind.py runs it under callgrind and writes
 # bench/results/callgrind.csv: instructions per allocation (fast path and
-# all-in), per word of live data marked, and per base lookup.
+# all-in), per word of live data marked, and per base lookup.  The fast
+# paths of malloc and free (manual mode) come from workloads/cg_malloc.c run
+# with that build's liblfgc-malloc.so preloaded.
 #
 #   LFGC_VG_LIB=/path/liblfgc.so  use this valgrind-layout build instead
 #   (with LFGC_VG_INCLUDE=/its/include/dir)
@@ -59,11 +61,12 @@ build_vg_lfgc() {
             ./configure --enable-valgrind-layout >"$VG/configure.log" 2>&1 ||
                 { tail -30 "$VG/configure.log" >&2; exit 1; }
         fi
-        make -j2 liblfgc.la >"$VG/make.log" 2>&1 ||
+        make -j2 liblfgc.la liblfgc-malloc.la >"$VG/make.log" 2>&1 ||
             { tail -30 "$VG/make.log" >&2; exit 1; }
     ) || return 1
     vg_lib=$src/.libs/liblfgc.so
     [ -f "$vg_lib" ] || vg_lib=$src/gc/.libs/liblfgc.so
+    vg_malloc_lib=$(dirname "$vg_lib")/liblfgc-malloc.so
     vg_inc=$src/include
     [ -f "$vg_lib" ]
 }
@@ -91,9 +94,18 @@ bench_build bdwgc "$BENCH_SRCDIR/workloads/cg_probe.c" "$VG/cg_probe-bdwgc" ||
     bench_die "cg_probe does not build against bdwgc"
 probes+=("bdwgc=$VG/cg_probe-bdwgc")
 
+malloc_args=()
+if [ -n "${vg_malloc_lib:-}" ] && [ -f "$vg_malloc_lib" ] &&
+   $CC $BENCH_CFLAGS "$BENCH_SRCDIR/workloads/cg_malloc.c" -o "$VG/cg_malloc"; then
+    malloc_args=(--malloc-lib "$vg_malloc_lib" --malloc-probe "$VG/cg_malloc")
+else
+    bench_log "callgrind: no liblfgc-malloc.so or cg_malloc: malloc's fast paths not counted"
+    status=1
+fi
+
 mkdir -p "$BENCH_RESULTS"
 bench_write_meta callgrind
-"$PYTHON" "$BENCH_SRCDIR/callgrind.py" --out "$VG/out" \
+"$PYTHON" "$BENCH_SRCDIR/callgrind.py" --out "$VG/out" "${malloc_args[@]}" \
     --csv "$BENCH_RESULTS/callgrind.csv" "${probes[@]}" || status=1
 bench_log "callgrind: wrote $BENCH_RESULTS/callgrind.csv"
 exit $status

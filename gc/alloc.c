@@ -50,6 +50,15 @@ static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
 {
     uint64_t first = (r->start >> CHUNK_SHIFT) + j;
     memset(lf_chunk_map + first, kind + 1, r->span_chunks);
+    if (kind == KIND_MALLOC)
+        memset(lf_free_map + first, (int)(r - lf_regions) + 1, r->span_chunks);
+}
+
+void lf_cache_init_free_magic(struct thread_cache *tc)
+{
+    tc->free_magic[0] = 0;
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+        tc->free_magic[c + 1] = lowfat_magics[LOWFAT_FIRST_REGION + c];
 }
 
 /* No mark bit in the span at chunk j (checked in debug builds): a span
@@ -181,6 +190,8 @@ void lf_span_free(struct region *r, struct span *s)
     lf_assert(lf_chunk_map[(r->start >> CHUNK_SHIFT) + j] == s->kind + 1);
     lf_assert(span_unmarked(r, j));
     memset(lf_chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
+    if (s->kind == KIND_MALLOC)
+        memset(lf_free_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
     s->state = SPAN_UNUSED;
     s->old = 0;
     s->nursery = 0;

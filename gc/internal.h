@@ -229,6 +229,11 @@ extern struct region lf_regions[NUM_CLASSES];
 /* chunk_map[addr >> CHUNK_SHIFT] = 1 + kind of the span owning the slot
  * whose base is addr, 0 when no span in use owns it. */
 extern uint8_t *lf_chunk_map;
+/* lf_free_map[addr >> CHUNK_SHIFT] = 1 + class of the span of malloc's
+ * plain small kind owning the chunk, 0 otherwise, for every user-space
+ * address (2 GiB of address space, read-only beyond the heap): the free
+ * fast path's one lookup for kind, class and heap membership. */
+extern uint8_t *lf_free_map;
 extern bool lf_layout_ok;
 /* Another copy of lfgc owned the heap when this one loaded: this copy
  * must not act (see "One instance per process" in docs/design.md). */
@@ -460,9 +465,15 @@ struct thread_cache {
      * collector (lf_thread_cache_create), which may never happen.  A
      * thread that only mallocs may block every signal. */
     uint8_t manual_only;
+    /* free_magic[k]: lowfat_magics of malloc's class k - 1, 0 for k = 0:
+     * what lfgc_free tests slot bases with, indexed by lf_free_map's byte
+     * (0 for anything but malloc's plain small spans, so 0 fails the test,
+     * as every entry of lf_empty_cache's does). */
+    uint64_t free_magic[NUM_SMALL_CLASSES + 1];
 };
 extern __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec")));
 extern struct thread_cache lf_empty_cache;
+void lf_cache_init_free_magic(struct thread_cache *tc);
 
 extern uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
 extern size_t lf_extra_bytes;

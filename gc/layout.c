@@ -61,6 +61,11 @@ LFGC_EXPORT const char LOWFAT_LAYOUT_ID(LOWFAT_REGION_SHIFT, LOWFAT_FIRST_REGION
 
 LF_UNSCANNED struct region lf_regions[NUM_CLASSES];
 LF_UNSCANNED uint8_t *lf_chunk_map;
+/* Until the map is made (a free before the library's constructor and
+ * before any malloc), the addresses below 256 MiB, NULL first, read zeros
+ * here. */
+static LF_UNSCANNED uint8_t free_map_boot[4096];
+LF_UNSCANNED uint8_t *lf_free_map = (uint8_t *)free_map_boot;
 LF_UNSCANNED bool lf_layout_ok;
 
 _Static_assert(LOWFAT_FIRST_REGION >= 1, "region 0 is non-fat");
@@ -265,6 +270,18 @@ bool lf_layout_init(void)
             return false;
         r->reserved = 1;
     }
+    /* After the regions, so that it cannot take their place.  The free
+     * map covers every user-space address, so that free needs no range
+     * check; only its part below the heap's end is ever written. */
+    uint64_t free_map_bytes = (uint64_t)1 << (47 - CHUNK_SHIFT);
+    void *fm = mmap(NULL, free_map_bytes, PROT_READ,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (fm == MAP_FAILED || mprotect(fm, chunk_map_bytes, PROT_READ | PROT_WRITE) != 0) {
+        fprintf(stderr, "lfgc: cannot map the free map (%llu MiB of address space): %s\n",
+                (unsigned long long)(free_map_bytes >> 20), strerror(errno));
+        return false;
+    }
+    __atomic_store_n(&lf_free_map, (uint8_t *)fm, __ATOMIC_RELEASE);
     return true;
 }
 

@@ -688,6 +688,42 @@ Test(malloc_errors, fast_path_rejects_interior_pointers_of_every_class)
     unsetenv("LFGC_MALLOC_ERRORS");
 }
 
+/* The free fast path learns a chunk's kind and class from the free map:
+ * a span of malloc's that went back to the OS and was taken again by the
+ * collector must no longer pass for malloc's. */
+static uint64_t malloc_chunks[(LOWFAT_REGION_SIZE >> 16) / 64];
+
+Test(malloc_errors, fast_path_follows_released_spans)
+{
+    enum { N = 20000 };
+    void (*volatile free_f)(void *) = free;
+    void **v = malloc(N * sizeof *v);
+    for (int i = 0; i < N; i++) {
+        v[i] = malloc(48);
+        uint64_t chunk = ((uintptr_t)v[i] % LOWFAT_REGION_SIZE) >> 16;
+        malloc_chunks[chunk / 64] |= 1ull << (chunk % 64);
+    }
+    for (int i = 0; i < N; i++)
+        free(v[i]);
+    free(v);
+    cr_assert(malloc_trim(0), "no span of malloc's went back to the OS");
+    void *hit = NULL;
+    for (int i = 0; i < 4 * N && !hit; i++) {
+        void *g = GC_malloc_uncollectable(40);
+        cr_assert_eq(lowfat_size(g), 48);
+        uint64_t chunk = ((uintptr_t)g % LOWFAT_REGION_SIZE) >> 16;
+        if (malloc_chunks[chunk / 64] >> (chunk % 64) & 1)
+            hit = g;
+    }
+    cr_assert(hit, "the collector took none of malloc's released spans");
+    setenv("LFGC_MALLOC_ERRORS", "ignore", 1);
+    free_f(hit);
+    unsetenv("LFGC_MALLOC_ERRORS");
+    cr_assert_eq(lfgc_slot_state(hit), LFGC_SLOT_ALLOCATED, "the collector's object was freed");
+    for (int k = 0; k < 2000; k++)
+        cr_assert_neq(malloc(48), hit, "malloc handed out the collector's object");
+}
+
 /* dlopen and dlclose allocate and free with malloc inside the dynamic
  * linker (link maps, search paths, dlerror strings), while another thread
  * allocates: all of it on lfgc's malloc, and nothing kept after dlclose. */
