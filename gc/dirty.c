@@ -14,9 +14,10 @@
  *
  * Kernel writes (read() into a heap buffer) clear the protection like any
  * other write.  Writes through pages the kernel pinned earlier (io_uring
- * registered buffers, RDMA, device DMA) do not: the program reports them
- * (GC_end_stubborn_change) or excludes such memory from tracking (at the
- * end of this file).  Without this kernel support, in a child after
+ * registered buffers, RDMA, device DMA) do not: pins.c finds io_uring's
+ * buffers and excludes them from tracking (end of this file), and makes
+ * collections full while other pins last; the program may also report
+ * such writes itself (GC_end_stubborn_change).  Without this kernel support, in a child after
  * fork(), or after the program closed the descriptor, every collection is
  * full until tracking can be set up again.
  */
@@ -312,7 +313,8 @@ bool lf_dirty_begin(void)
                    "full until it is set up again\n", (uintptr_t)errno);
         tracking = false;
     }
-    return was_tracking && tracking;
+    /* Pages the kernel pinned are written without a fault (pins.c). */
+    return was_tracking && tracking && lf_pins_allow_minor();
 }
 
 static inline uint64_t slot_of(const struct region *r, uint64_t addr)
@@ -626,17 +628,10 @@ LFGC_EXPORT int GC_get_manual_vdb_allowed(void)
 /* Pages never protected again: untracked_pages is checked by
  * protect_old_pages, and without protection a page counts as written.
  * Only chunks handed out so far are concerned (a range past them holds no
- * object yet); objects later allocated in the same memory stay excluded. */
-LFGC_EXPORT void lfgc_exclude_from_write_tracking(const void *lo, const void *hi)
+ * object yet); objects later allocated in the same memory stay excluded.
+ * Lock held. */
+void lf_dirty_exclude(uint64_t a, uint64_t b)
 {
-    uint64_t a = (uintptr_t)lo, b = (uintptr_t)hi;
-    if (b < a) {
-        lf_warn("GC Warning: lfgc_exclude_from_write_tracking: the range ends (%p) before it "
-                "starts; nothing excluded\n", (uintptr_t)hi);
-        return;
-    }
-    lf_ensure_init();
-    lock();
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         if (!r->mapped)
@@ -649,5 +644,18 @@ LFGC_EXPORT void lfgc_exclude_from_write_tracking(const void *lo, const void *hi
             __atomic_fetch_and(&ch->wp_pages, (uint16_t)~page_bit(p), __ATOMIC_SEQ_CST);
         }
     }
+}
+
+LFGC_EXPORT void lfgc_exclude_from_write_tracking(const void *lo, const void *hi)
+{
+    uint64_t a = (uintptr_t)lo, b = (uintptr_t)hi;
+    if (b < a) {
+        lf_warn("GC Warning: lfgc_exclude_from_write_tracking: the range ends (%p) before it "
+                "starts; nothing excluded\n", (uintptr_t)hi);
+        return;
+    }
+    lf_ensure_init();
+    lock();
+    lf_dirty_exclude(a, b);
     unlock();
 }

@@ -1,25 +1,28 @@
-/* test_untracked_writes.c: writes the kernel does not report, and what the
- * program does about them.
+/* test_untracked_writes.c: writes the kernel does not report, and what
+ * lfgc and the program do about them.
  *
  * Minor collections rescan old objects only on pages the kernel reports
  * written (userfaultfd asynchronous write protection).  Writes through
  * pages the kernel pinned earlier (io_uring registered buffers, RDMA,
- * device DMA) leave the protection in place and are not reported.  The
- * program reports them with GC_end_stubborn_change or
- * GC_ptr_store_and_dirty, or excludes the memory from tracking with
- * lfgc_exclude_from_write_tracking; the young objects such writes point to
- * must then survive minor collections.
+ * device DMA) leave the protection in place and are not reported.  lfgc
+ * finds io_uring's registered buffers itself and makes collections full
+ * while other pins last; the program reports the rest with
+ * GC_end_stubborn_change or GC_ptr_store_and_dirty, or excludes the
+ * memory from tracking with lfgc_exclude_from_write_tracking.  The young
+ * objects such writes point to must survive minor collections.
  *
  * Two ways to make such a write:
  *   - simulated, on every kernel with minor collections: the test stores
  *     into an old, protected object, then protects the page again through
  *     lfgc's own userfaultfd, so that the kernel reports it unwritten, as
  *     after a write through a pinned page (checked with PAGEMAP_SCAN);
- *   - real: an io_uring READ_FIXED into a registered buffer.  Where
+ *   - real: an io_uring READ_FIXED into a registered buffer, reported,
+ *     unreported, or through a ring whose descriptor is closed (it lives
+ *     on as a registered ring, so lfgc cannot read its buffers).  Where
  *     io_uring is unavailable (kernel without it, or
- *     /proc/sys/kernel/io_uring_disabled) that test logs a warning and is
- *     reported as SKIPPED, with the reason; set LFGC_TEST_REQUIRE_IO_URING=1
- *     to make it fail instead.
+ *     /proc/sys/kernel/io_uring_disabled) those tests log a warning and
+ *     are reported as SKIPPED, with the reason; set
+ *     LFGC_TEST_REQUIRE_IO_URING=1 to make them fail instead.
  * Without minor collections (kernel before 6.7, valgrind) the tests say so
  * and are skipped, as in test_generational.
  */
@@ -35,6 +38,11 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+
+/* Linux 6.3, newer than Debian 12's headers. */
+#ifndef IORING_REGISTER_USE_REGISTERED_RING
+# define IORING_REGISTER_USE_REGISTERED_RING (1U << 31)
+#endif
 
 TestSuite(untracked, .init = tu_warm_up);
 
@@ -419,6 +427,8 @@ Test(untracked, full_collection_protects_the_pages_of_its_survivors)
 
 struct ring {
     int fd;
+    int enter_fd;             /* fd, or the index of the registered ring */
+    unsigned enter_flags;     /* 0, or IORING_ENTER_REGISTERED_RING     */
     unsigned *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
     struct io_uring_sqe *sqes;
     struct io_uring_cqe *cqes;
@@ -432,6 +442,8 @@ static int ring_open(struct ring *rg)
     rg->fd = (int)syscall(__NR_io_uring_setup, 4, &p);
     if (rg->fd < 0)
         return errno;
+    rg->enter_fd = rg->fd;
+    rg->enter_flags = 0;
     size_t sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
     size_t cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
     char *sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
@@ -467,7 +479,8 @@ static int read_fixed(struct ring *rg, int fd, void *buf, unsigned len)
     s->buf_index = 0;
     rg->sq_array[i] = i;
     __atomic_store_n(rg->sq_tail, tail + 1, __ATOMIC_RELEASE);
-    long n = syscall(__NR_io_uring_enter, rg->fd, 1, 1, IORING_ENTER_GETEVENTS, NULL, 0);
+    long n = syscall(__NR_io_uring_enter, rg->enter_fd, 1, 1,
+                     IORING_ENTER_GETEVENTS | rg->enter_flags, NULL, 0);
     cr_assert_eq(n, 1, "io_uring_enter: %s", strerror(errno));
     unsigned head = *rg->cq_head;
     cr_assert_neq(head, __atomic_load_n(rg->cq_tail, __ATOMIC_ACQUIRE),
@@ -488,12 +501,12 @@ static TU_NOINLINE void write_young_addresses(int fd)
     __asm__ volatile("" : : "r"(addr) : "memory");
 }
 
-Test(untracked, io_uring_fixed_buffer_writes_survive_with_end_stubborn_change)
+/* An io_uring with a registered buffer, or a loud skip where there is
+ * none. */
+static void ring_or_skip(struct ring *rg)
 {
-    TU_NEED_MINOR();
-    struct ring rg;
-    memset(&rg, 0, sizeof rg);
-    int err = ring_open(&rg);
+    memset(rg, 0, sizeof *rg);
+    int err = ring_open(rg);
     if (err) {
         cr_log_warn("io_uring is unavailable here (io_uring_setup: %s): the "
                     "test of real fixed-buffer writes cannot run; only the "
@@ -503,13 +516,42 @@ Test(untracked, io_uring_fixed_buffer_writes_survive_with_end_stubborn_change)
                   "LFGC_TEST_REQUIRE_IO_URING=1 and io_uring is unavailable");
         TU_SKIP("io_uring unavailable (io_uring_setup: %s)", strerror(err));
     }
+}
+
+enum fixed_how {
+    FIXED_REPORTED,          /* GC_end_stubborn_change after each read    */
+    FIXED_UNREPORTED,        /* nothing: lfgc finds the buffer itself     */
+    FIXED_HIDDEN_RING,       /* the ring has no descriptor lfgc could read */
+};
+
+/* Rounds of: old registered buffer with no pointer, full collection,
+ * young objects whose addresses READ_FIXED writes into the buffer, then a
+ * collection.  The young objects must survive it and the young garbage
+ * must not; with a hidden ring the collection must be full (lfgc cannot
+ * place the pinned pages), otherwise minor. */
+static void fixed_buffer_rounds(enum fixed_how how)
+{
+    TU_NEED_MINOR();
+    struct ring rg;
+    ring_or_skip(&rg);
     int fd = memfd_create("lfgc-untracked", MFD_CLOEXEC);
     cr_assert_geq(fd, 0);
     make_old_buf();
     struct iovec iov = {(void *)old_buf, OLD_BYTES};
     cr_assert_eq(syscall(__NR_io_uring_register, rg.fd, IORING_REGISTER_BUFFERS, &iov, 1),
                  0, "IORING_REGISTER_BUFFERS: %s", strerror(errno));
-    int unseen = 0;
+    unsigned reg_flag = 0;
+    if (how == FIXED_HIDDEN_RING) {
+        /* The registered ring and the mappings keep it alive after close:
+         * /proc/self/fd no longer shows it, the pins stay. */
+        struct io_uring_rsrc_update up = {.offset = -1U, .data = (uint64_t)rg.fd};
+        cr_assert_eq(syscall(__NR_io_uring_register, rg.fd, IORING_REGISTER_RING_FDS,
+                             &up, 1), 1, "IORING_REGISTER_RING_FDS: %s", strerror(errno));
+        close(rg.fd);
+        rg.enter_fd = (int)up.offset;
+        rg.enter_flags = IORING_ENTER_REGISTERED_RING;
+        reg_flag = IORING_REGISTER_USE_REGISTERED_RING;
+    }
     for (uint64_t round = 1; round <= 4; round++) {
         clear_old_buf();
         tu_collect();
@@ -517,28 +559,53 @@ Test(untracked, io_uring_fixed_buffer_writes_survive_with_end_stubborn_change)
             cr_assert_eq(count_live(young), 0, "round %lu: young objects the old "
                          "buffer no longer holds survived a full collection",
                          (unsigned long)round);
-        int protected_before = !page_written((const void *)old_buf);
         make_young(round);
         write_young_addresses(fd);
         cr_assert_eq(read_fixed(&rg, fd, (void *)old_buf, NY * sizeof(void *)),
                      (int)(NY * sizeof(void *)), "READ_FIXED");
-        if (protected_before && !page_written((const void *)old_buf))
-            unseen++;
-        GC_end_stubborn_change((const void *)old_buf);
+        if (how == FIXED_REPORTED)
+            GC_end_stubborn_change((const void *)old_buf);
         GC_enable();
-        cr_assert(tu_collect_minor(), "round %lu: expected a minor collection",
-                  (unsigned long)round);
+        int minor = tu_collect_minor();
+        if (how == FIXED_HIDDEN_RING)
+            cr_assert_not(minor, "round %lu: a minor collection ran while the "
+                          "kernel pinned memory lfgc could not place",
+                          (unsigned long)round);
+        else
+            cr_assert(minor, "round %lu: expected a minor collection",
+                      (unsigned long)round);
         cr_assert_eq(young_intact(round), NY, "round %lu: %d of %d young objects "
-                     "written by READ_FIXED survived a minor collection",
+                     "written by READ_FIXED survived the collection",
                      (unsigned long)round, young_intact(round), NY);
         cr_assert_eq(count_live(garbage), 0, "round %lu: young garbage survived",
                      (unsigned long)round);
     }
-    if (!unseen)
-        cr_log_warn("this kernel reported every READ_FIXED into a protected "
-                    "page as a write: the test did not exercise an untracked "
-                    "write");
-    cr_assert_eq(syscall(__NR_io_uring_register, rg.fd, IORING_UNREGISTER_BUFFERS, NULL, 0), 0);
-    close(rg.fd);
+    cr_assert_eq(syscall(__NR_io_uring_register, rg.enter_fd,
+                         IORING_UNREGISTER_BUFFERS | reg_flag, NULL, 0), 0,
+                 "IORING_UNREGISTER_BUFFERS: %s", strerror(errno));
+    if (how == FIXED_HIDDEN_RING) {
+        /* Nothing pinned any more: minor collections again. */
+        tu_collect();
+        cr_assert(tu_collect_minor(), "no minor collection after the pins went");
+        struct io_uring_rsrc_update up = {.offset = (unsigned)rg.enter_fd};
+        cr_assert_eq(syscall(__NR_io_uring_register, rg.enter_fd,
+                             IORING_UNREGISTER_RING_FDS | reg_flag, &up, 1), 1);
+    } else
+        close(rg.fd);
     close(fd);
+}
+
+Test(untracked, io_uring_fixed_buffer_writes_survive_with_end_stubborn_change)
+{
+    fixed_buffer_rounds(FIXED_REPORTED);
+}
+
+Test(untracked, io_uring_fixed_buffer_writes_survive_unreported)
+{
+    fixed_buffer_rounds(FIXED_UNREPORTED);
+}
+
+Test(untracked, pins_lfgc_cannot_place_make_collections_full)
+{
+    fixed_buffer_rounds(FIXED_HIDDEN_RING);
 }
