@@ -668,10 +668,12 @@ static void *link_fresh(struct region *r, uint64_t *next, uint64_t end, size_t w
 /* A thread's piece of the span it is sweeping (or linking, for a manual
  * kind). */
 static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned kind, size_t want,
-                         size_t *n)
+                         bool plain, size_t *n)
 {
     if (lf_kinds[kind].manual)
         return link_fresh(r, &cur->next, cur->end, want, n);
+    if (plain)
+        return lf_sweep_slots_plain(r, &cur->next, cur->end, want, cur->clear, n);
     return lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, n);
 }
 
@@ -688,14 +690,18 @@ static int64_t refill_credit(size_t batch, size_t taken)
     return (int64_t)(taken + batch <= high ? high - taken : batch);
 }
 
-/* Refill the calling thread's list of (class, kind) and pop from it.
+/* Refill the calling thread's list of (class, kind).
  * Most refills continue the thread's lazy sweep of a span it claimed, one
  * piece at a time, without the lock and straight into the cache (the
  * place a collection marks); slots other threads freed are taken first.
  * The lock is taken to claim the next span or to take explicitly freed
- * slots. */
-static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
-                              unsigned kind)
+ * slots.  With `plain` (GC_generic_malloc_many), a piece of the sweep is
+ * not put in the cache but returned, linked with plain pointers, its
+ * length in *plain; other refills fill the cache as usual (*plain 0,
+ * NULL returned).  Without, NULL means out of memory, else the cache's
+ * list is returned. */
+static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+                          unsigned kind, size_t *plain)
 {
     struct class_kind *ck = class_kind_of(c, kind);
     struct region *r = &lf_regions[c];
@@ -703,6 +709,8 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
     size_t want = batch_slots(r);
     bool manual = lf_kinds[kind].manual;
     size_t taken;
+    if (plain)
+        *plain = 0;
     for (;;) {
         if (sweep_enter(tc)) {
             size_t n;
@@ -718,9 +726,18 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
                 break;
             }
             if (cur->span) {
-                list = cursor_take(r, cur, kind, want, &n);
+                list = cursor_take(r, cur, kind, want, plain != NULL, &n);
                 if (cur->next >= cur->end)
                     cur->span = NULL;
+                if (plain && list) {
+                    /* The caller's from here: a collection that stops
+                     * this thread finds it (a normal kind's: see
+                     * GC_generic_malloc_many) from the registers. */
+                    sweep_exit(tc);
+                    count_refill(tc, n * r->size);
+                    *plain = n;
+                    return list;
+                }
                 kc->free[c] = list;
                 sweep_exit(tc);
                 if (list) {
@@ -783,6 +800,19 @@ static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, un
     kc->credit[c] = refill_credit(want, taken);
     if (unlikely(lf_malloc_shuffle) && manual)
         lf_malloc_shuffle_list(&kc->free[c]);
+    if (plain) {
+        *plain = 0;
+        return NULL;
+    }
+    return kc->free[c];
+}
+
+/* Refill the calling thread's list of (class, kind) and pop from it. */
+static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+                              unsigned kind)
+{
+    if (!cache_refill(tc, kc, c, kind, NULL))
+        return NULL;
     return free_list_pop(&kc->free[c]);
 }
 
@@ -938,11 +968,37 @@ LFGC_EXPORT void *GC_malloc_many(size_t bytes)
     return list;
 }
 
+/* GC_generic_malloc_many's refill, entered: a piece of the thread's
+ * sweep linked as the caller wants it (*count objects), else NULL, with
+ * the thread's list of the class filled if memory allows. */
+static void *many_entered(uintptr_t bytes, uintptr_t kind_, uintptr_t count_)
+{
+    unsigned kind = (unsigned)kind_;
+    size_t *count = (size_t *)count_;
+    *count = 0;
+    ensure_init_for(kind);
+    if (unlikely(!ensure_registered()))
+        return NULL;
+    unsigned c = lf_request_class[bytes];
+    struct thread_cache *tc = lf_tl_cache;
+    struct kind_cache *kc = kind_cache_get(tc, kind);
+    void *list = NULL;
+    if (kc && !kc->free[c])
+        list = cache_refill(tc, kc, c, kind, count);
+    if (unlikely(AO_load(&lf_finalizers_due)))
+        lf_finalize_due();
+    return list;
+}
+
 /* GC_malloc_many for any kind (gc_inline.h): the list in *result, linked
  * with plain pointers in the objects' first words, as bdwgc's is:
  * gc_inline.h's macros and runtimes' inline allocators pop it.  Kinds
  * whose objects are tracked one by one (uncollectable ones, those with a
- * disclaim procedure) get one object per call. */
+ * disclaim procedure) get one object per call.  Kinds with pointers get,
+ * when the thread's list of the class is empty, the next piece of its
+ * sweep linked that way from the start; other lists are popped from the
+ * thread's, as GC_malloc pops them.  (The links of a list handed out hold
+ * it together only for kinds that scan the first word, in bdwgc too.) */
 LFGC_EXPORT void GC_generic_malloc_many(size_t bytes, int kind, void **result)
 {
     *result = NULL;
@@ -951,9 +1007,19 @@ LFGC_EXPORT void GC_generic_malloc_many(size_t bytes, int kind, void **result)
                 (uintptr_t)kind);
         return;
     }
+    const struct kind *kd = &lf_kinds[kind];
+    bool batch = bytes - 1 < SMALL_REQUEST_MAX && !kd->uncollectable &&
+                 !lf_disclaim_tracked[kind] && lf_request_class[bytes] < NUM_SMALL_CLASSES;
+    if (batch && !kd->ptrfree && !kd->manual) {
+        size_t n;
+        void *plain = lf_entered(many_entered, bytes, (unsigned)kind, (uintptr_t)&n);
+        if (plain) {
+            *result = plain;
+            return;
+        }
+    }
     void **list = lf_alloc_kind(bytes, (unsigned)kind);
-    if (!list || bytes > SMALL_REQUEST_MAX || lf_kinds[kind].uncollectable ||
-        lf_disclaim_tracked[kind]) {
+    if (!list || !batch) {
         *result = list;
         return;
     }
@@ -961,10 +1027,13 @@ LFGC_EXPORT void GC_generic_malloc_many(size_t bytes, int kind, void **result)
     struct thread_cache *tc = lf_tl_cache;
     struct kind_cache *kc = kind < NUM_CACHED_KINDS ? &tc->k[kind] : tc->more[kind];
     size_t room = 4096 / lf_regions[c].size;
+    /* In the thread list's order (the sweep's: by address), which is the
+     * order the program will use them in. */
+    void **tail = list;
     for (size_t n = 1; kc && n < room && kc->free[c]; n++) {
         void **p = free_list_pop(&kc->free[c]);
-        p[0] = list;
-        list = p;
+        tail[0] = p;
+        tail = p;
     }
     *result = list;
 }
@@ -1070,7 +1139,7 @@ static void kind_cache_return(struct kind_cache *kc, unsigned k)
         struct sweep_cursor *cur = &kc->cursor[c];
         if (cur->span) {
             size_t n;
-            void **list = cursor_take(&lf_regions[c], cur, k, SIZE_MAX, &n);
+            void **list = cursor_take(&lf_regions[c], cur, k, SIZE_MAX, false, &n);
             cur->span = NULL;
             if (list) {
                 void **tail = list;

@@ -578,6 +578,11 @@ void lf_sweep_after_mark(bool generational);
 void lf_mark_clear_aging(void);
 void *lf_sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);
+/* The same, linked as GC_generic_malloc_many hands lists out: plain
+ * pointers in the first words, no canary, every other word zero where
+ * `clear` (else as found, but for the second word, zeroed). */
+void *lf_sweep_slots_plain(struct region *r, uint64_t *next, uint64_t end, size_t want,
+                           bool clear, size_t *count);
 
 /* Long bitmaps (typed.c): GC_make_descriptor's descriptors for layouts
  * longer than a bitmap descriptor holds are GC_MAKE_PROC(lf_typed_proc,

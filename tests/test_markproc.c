@@ -389,6 +389,92 @@ Test(markproc, generic_malloc_many_plain_links)
     }
 }
 
+/* Lists GC_generic_malloc_many hands out go up in address: a program
+ * that builds a structure from them lays it out in the order it will walk
+ * it (Whippet's quads walks its tree 4.7 times faster than in the reverse
+ * order: docs/performance.md).  Slots of dead objects come zeroed but for
+ * the link, and the live objects between them are left alone. */
+#define MANY_KEEP 1024
+#define MANY_DEAD 8
+static void **many_kept;
+
+static TU_NOINLINE void many_fill(int kind, GC_hidden_pointer *dead)
+{
+    many_kept = GC_MALLOC(MANY_KEEP * sizeof *many_kept);
+    cr_assert_not_null(many_kept);
+    size_t k = 0;
+    for (uint64_t i = 0; k < MANY_KEEP || i < 500 * MANY_DEAD; ) {
+        void *list = NULL;
+        GC_generic_malloc_many(48, kind, &list);
+        cr_assert_not_null(list);
+        for (void *p = list, *next; p; p = next, i++) {
+            next = GC_NEXT(p);
+            if (i % 5 == 0 && k < MANY_KEEP) {
+                tu_fill_bytes(p, 48, 1000 + k);
+                many_kept[k++] = p;
+            } else {
+                tu_fill_bytes(p, 48, i);
+                if (i % 500 == 3 && i / 500 < MANY_DEAD)
+                    dead[i / 500] = tu_hide(p);
+            }
+        }
+    }
+}
+
+static TU_NOINLINE size_t many_kept_damaged(void)
+{
+    size_t bad = 0;
+    for (size_t k = 0; k < MANY_KEEP; k++)
+        bad += tu_check_bytes(many_kept[k], 48, 1000 + k) != 48;
+    return bad;
+}
+
+/* Take `lists` lists; count those out of address order, and slots with a
+ * word not zero but the link. */
+static TU_NOINLINE void many_take(int kind, size_t lists, size_t *out_of_order,
+                                  size_t *not_zero, size_t *objects)
+{
+    for (size_t l = 0; l < lists; l++) {
+        void *list = NULL;
+        GC_generic_malloc_many(48, kind, &list);
+        cr_assert_not_null(list);
+        for (void *p = list; p; p = GC_NEXT(p)) {
+            void *next = GC_NEXT(p);
+            *out_of_order += next && (uintptr_t)next <= (uintptr_t)p;
+            *not_zero += tu_first_nonzero((char *)p + sizeof(void *), 48 - sizeof(void *)) !=
+                         48 - sizeof(void *);
+            ++*objects;
+        }
+    }
+}
+
+Test(markproc, generic_malloc_many_lists_in_address_order)
+{
+    int kinds[2] = { GC_I_NORMAL, pkind };
+    for (int ki = 0; ki < 2; ki++) {
+        GC_hidden_pointer dead[MANY_DEAD] = { 0 };
+        many_fill(kinds[ki], dead);
+        tu_collect();
+        /* One may be held by a stray integer in the program's data. */
+        int survivors = 0;
+        for (int d = 0; d < MANY_DEAD; d++)
+            survivors += dead[d] == 0 || tu_live(dead[d]);
+        cr_assert_leq(survivors, 1, "kind %d: %d of %d dropped objects survived", kinds[ki],
+                      survivors, MANY_DEAD);
+        cr_assert_eq(many_kept_damaged(), 0, "kind %d: kept objects damaged", kinds[ki]);
+        size_t out_of_order = 0, not_zero = 0, objects = 0;
+        many_take(kinds[ki], 64, &out_of_order, &not_zero, &objects);
+        cr_assert_gt(objects, 64 * 2, "kind %d: lists of one object", kinds[ki]);
+        cr_assert_eq(out_of_order, 0, "kind %d: %zu of %zu objects out of address order",
+                     kinds[ki], out_of_order, objects);
+        cr_assert_eq(not_zero, 0, "kind %d: %zu reused slots not cleared", kinds[ki],
+                     not_zero);
+        cr_assert_eq(many_kept_damaged(), 0, "kind %d: a live object was handed out",
+                     kinds[ki]);
+        many_kept = NULL;
+    }
+}
+
 /* Objects popped with gc_inline.h's macros from lists GC_generic_malloc_many
  * fills: usable, retained while reachable, reclaimed after. */
 static void *tiny_fl[GC_TINY_FREELISTS];
