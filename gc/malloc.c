@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -282,6 +283,22 @@ static size_t usable(const struct region *r)
     return r->size;
 }
 
+/* Large object p of region r resized to n bytes in its slot (lock held):
+ * when it shrinks, its pages past the new end go back to the OS (the whole
+ * rest of the slot: malloc_usable_size promised it, so the program may
+ * have written there); its span's size and the heap's figures follow it
+ * either way. */
+static void large_resize(struct region *r, void *p, size_t n)
+{
+    struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
+    uint64_t want = (n + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+    if (want < s->obj_bytes)
+        madvise((char *)p + want, r->size - want, MADV_DONTNEED);
+    lf_hs.heap_bytes = lf_hs.heap_bytes - s->obj_bytes + want;
+    lf_malloc_heap_bytes = lf_malloc_heap_bytes - s->obj_bytes + want;
+    s->obj_bytes = want;
+}
+
 LFGC_EXPORT void *lfgc_realloc(void *p, size_t n)
 {
     if (!p)
@@ -300,10 +317,18 @@ LFGC_EXPORT void *lfgc_realloc(void *p, size_t n)
     }
     malloc_ensure();
     size_t old = usable(r);
-    /* In place while the object fits its slot and keeps at least half of
-     * it (a large slot is reserved whole; its pages cost only when
-     * touched). */
-    if (n <= old && (n > old / 2 || malloc_class(n) == (unsigned)(r - lf_regions)))
+    unsigned nc = malloc_class(n);
+    /* A large object that stays large stays in its slot when it fits:
+     * no copy, and the pages past its new end go back. */
+    if (r->large && n <= old && nc < NUM_CLASSES && lf_regions[nc].large) {
+        lock();
+        large_resize(r, p, n);
+        unlock();
+        return p;
+    }
+    /* A small one in place while it fits its slot and keeps at least half
+     * of it. */
+    if (n <= old && (n > old / 2 || nc == (unsigned)(r - lf_regions)))
         return p;
     void *q = lfgc_malloc(n);
     if (!q)

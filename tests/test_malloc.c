@@ -15,6 +15,8 @@
 
 #include "lfgc_malloc.h"
 
+static size_t rss_bytes(void);
+
 /* Each function: every size class, content kept, the low-fat API agrees. */
 static void check_object(void *p, size_t n)
 {
@@ -110,6 +112,61 @@ Test(malloc, realloc_keeps_content)
     void *q = reallocarray(NULL, 10, 10);
     check_object(q, 100);
     free(q);
+}
+
+/* realloc within the slot moves nothing: growth up to the usable size,
+ * and shrinking that keeps more than half of a small slot. */
+Test(malloc, realloc_in_place_within_the_slot)
+{
+    for (unsigned c = 0; c < 43; c++) {
+        size_t s = tu_class_sizes[c];
+        size_t n = (c ? tu_class_sizes[c - 1] : 0) + 1, half = s / 2 + 1;
+        unsigned char *p = malloc(n);
+        cr_assert_eq(malloc_usable_size(p), s);
+        for (size_t k = 0; k < n; k++)
+            p[k] = (unsigned char)(k * 7);
+        uintptr_t was = (uintptr_t)p;
+        p = realloc(p, s);
+        cr_assert_eq((uintptr_t)p, was, "class %zu: growth to the usable size moved", s);
+        p = realloc(p, half);
+        cr_assert_eq((uintptr_t)p, was, "class %zu: shrink to over half moved", s);
+        for (size_t k = 0; k < (n < half ? n : half); k++)
+            cr_assert_eq(p[k], (unsigned char)(k * 7));
+        free(p);
+    }
+}
+
+/* A large object shrunk but still large stays where it is (no copy) and
+ * gives back the pages past its new end; grown again within its slot, it
+ * stays too. */
+Test(malloc, realloc_shrinks_large_objects_in_place)
+{
+    malloc_trim(0);
+    size_t big = 8 * MiB, kept = 200 * KiB;
+    unsigned char *p = malloc(big);
+    for (size_t k = 0; k < big; k++)
+        p[k] = (unsigned char)(k % 251);
+    struct mallinfo2 a = mallinfo2();
+    size_t full = rss_bytes();
+    uintptr_t was = (uintptr_t)p;
+    unsigned char *q = realloc(p, kept);
+    cr_assert_eq((uintptr_t)q, was, "shrinking a large object moved it");
+    size_t shrunk = rss_bytes();
+    cr_assert_lt(shrunk + big - kept - 512 * KiB, full,
+                 "RSS %zu KiB with 8 MiB, %zu KiB after shrinking to 200 KiB", full >> 10,
+                 shrunk >> 10);
+    struct mallinfo2 b = mallinfo2();
+    cr_assert_eq(b.hblkhd, a.hblkhd - big + kept, "hblkhd %zu -> %zu", a.hblkhd, b.hblkhd);
+    for (size_t k = 0; k < kept; k++)
+        cr_assert_eq(q[k], (unsigned char)(k % 251), "byte %zu lost", k);
+    p = realloc(q, 4 * MiB);
+    cr_assert_eq((uintptr_t)p, was, "growing within the slot moved it");
+    for (size_t k = 0; k < kept; k++)
+        cr_assert_eq(p[k], (unsigned char)(k % 251), "byte %zu lost", k);
+    cr_assert_eq(p[kept + 4096], 0, "released pages kept their data");
+    struct mallinfo2 c = mallinfo2();
+    cr_assert_eq(c.hblkhd, a.hblkhd - big + 4 * MiB);
+    free(p);
 }
 
 Test(malloc, alignment)
