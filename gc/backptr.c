@@ -2,8 +2,9 @@
  *
  * bdwgc reads back pointers its debugging allocator keeps in object
  * headers.  lfgc keeps no headers, so it searches: the data segments and
- * added roots first, then the objects of scanned kinds that the last
- * collection marked, for a word pointing into the object.  A debugging
+ * added roots first, then the threads' stacks and static TLS, then the
+ * objects of scanned kinds that the last collection marked, for a word
+ * pointing into the object.  A debugging
  * aid: the cost is a pass over the static data and the heap per answer.
  */
 #include <stdio.h>
@@ -38,6 +39,16 @@ static int search_object(void *base, size_t bytes, unsigned kind, void *arg)
     return 0;
 }
 
+/* Where the calling thread's stack is searched from: the frame of the
+ * caller of the public call (the library's frames hold the address
+ * asked about; the registers that call saved are no addresses). */
+static __thread uintptr_t search_from;
+
+/* The caller's frame: the public call's own frame, where the compiler
+ * keeps a frame pointer because of the builtin, holds the caller's frame
+ * pointer and the return address just below it. */
+#define CALLER_FRAME() ((uintptr_t)__builtin_frame_address(0) + 16)
+
 /* With the lock held and no thread sweeping: the heap walk needs both. */
 static GC_ref_kind back_ptr_held(void *dest, void **base_p, size_t *offset_p)
 {
@@ -49,6 +60,8 @@ static GC_ref_kind back_ptr_held(void *dest, void **base_p, size_t *offset_p)
     uintptr_t base = (uintptr_t)GC_base(dest);
     struct search s = { base, base + GC_size((void *)base), NULL, 0 };
     uintptr_t root = lf_roots_find(s.lo, s.hi);
+    if (!root)
+        root = lf_stacks_find(s.lo, s.hi, search_from);
     if (root) {
         *base_p = (void *)root;
         return GC_REFD_FROM_ROOT;
@@ -78,7 +91,7 @@ static GC_ref_kind with_heap_still(GC_ref_kind (*fn)(void *, void **, size_t *),
     return k;
 }
 
-LFGC_EXPORT GC_ref_kind GC_get_back_ptr_info(void *dest, void **base_p, size_t *offset_p)
+static GC_ref_kind back_ptr_info(void *dest, void **base_p, size_t *offset_p)
 {
     void *base = NULL;
     size_t offset = 0;
@@ -88,6 +101,12 @@ LFGC_EXPORT GC_ref_kind GC_get_back_ptr_info(void *dest, void **base_p, size_t *
     if (offset_p)
         *offset_p = offset;
     return k;
+}
+
+LFGC_EXPORT GC_ref_kind GC_get_back_ptr_info(void *dest, void **base_p, size_t *offset_p)
+{
+    search_from = CALLER_FRAME();
+    return back_ptr_info(dest, base_p, offset_p);
 }
 
 /* xorshift64*, seeded from the clock: addresses for a debugging aid. */
@@ -160,7 +179,7 @@ LFGC_EXPORT void *GC_generate_random_valid_address(void)
 
 #define BACKTRACE_DEPTH 20
 
-LFGC_EXPORT void GC_print_backtrace(void *p)
+static void print_backtrace(void *p)
 {
     int fd = lf_log_fd;
     if (GC_quiet)               /* as bdwgc's GC_printf */
@@ -168,7 +187,7 @@ LFGC_EXPORT void GC_print_backtrace(void *p)
     for (int depth = 0; depth < BACKTRACE_DEPTH; depth++) {
         void *base = NULL;
         size_t offset = 0;
-        GC_ref_kind k = GC_get_back_ptr_info(p, &base, &offset);
+        GC_ref_kind k = back_ptr_info(p, &base, &offset);
         void *obj = GC_base(p);
         dprintf(fd, "%*s%p (object %p, %zu bytes)", 2 * depth, "", p, obj,
                 obj ? GC_size(obj) : (size_t)0);
@@ -194,6 +213,12 @@ LFGC_EXPORT void GC_print_backtrace(void *p)
     dprintf(fd, "%*s(more than %d steps)\n", 2 * BACKTRACE_DEPTH, "", BACKTRACE_DEPTH);
 }
 
+LFGC_EXPORT void GC_print_backtrace(void *p)
+{
+    search_from = CALLER_FRAME();
+    print_backtrace(p);
+}
+
 LFGC_EXPORT void GC_generate_random_backtrace(void)
 {
     GC_gcollect();
@@ -205,5 +230,6 @@ LFGC_EXPORT void GC_generate_random_backtrace(void)
         return;
     }
     dprintf(lf_log_fd, "GC_generate_random_backtrace: backtrace of %p\n", p);
-    GC_print_backtrace(p);
+    search_from = CALLER_FRAME();
+    print_backtrace(p);
 }

@@ -681,6 +681,10 @@ void lf_stacks_mark(void);
  * static TLS?  Lock held (GC_is_visible). */
 bool lf_stacks_contain(uintptr_t p);
 size_t lf_stacks_size(void);       /* bytes of stack seen by the last scan */
+/* Address of a word of a registered thread's stack (the calling
+ * thread's from `own` up) or static TLS holding a value in [lo, hi), or
+ * 0: lock held, outside a collection (gc_backptr.h). */
+uintptr_t lf_stacks_find(uintptr_t lo, uintptr_t hi, uintptr_t own);
 void lf_lock_contended(void);
 /* The lock, uncontended in one atomic instruction.  A thread that must wait
  * for it waits as in GC_do_blocking (see lock_contended). */

@@ -1,6 +1,8 @@
 /* test_backptr.c: gc_backptr.h (why an object is reachable), installed
  * also as <gc/gc_backptr.h>. */
+#define GC_THREADS 1
 #include "test_util.h"
+#include <semaphore.h>
 #include <gc/gc_backptr.h>
 
 TestSuite(backptr, .init = tu_warm_up);
@@ -55,16 +57,64 @@ Test(backptr, roots_heap_objects_and_garbage)
     root_slot = holder_root = NULL;
 }
 
-/* Held only by this frame: marked, referred to by no static or heap word. */
-Test(backptr, stack_reference_is_reported_as_register)
+/* Held only by a slot of this frame: a root with an address, as bdwgc
+ * reports stack words (a register is a root without one). */
+Test(backptr, stack_reference_is_reported_as_a_root)
 {
     GC_hidden_pointer a = new_obj(64);
     void *volatile on_stack = GC_REVEAL_POINTER(a);
     tu_collect();
     void *base;
-    size_t off;
-    cr_assert_eq(info(a, 0, &base, &off), GC_REFD_FROM_REG);
+    size_t off = 99;
+    cr_assert_eq(info(a, 16, &base, &off), GC_REFD_FROM_ROOT);
+    cr_assert_eq(base, (void *)&on_stack, "the root reported, %p, is not the stack slot %p",
+                 base, (void *)&on_stack);
+    cr_assert_eq(off, 0);
     cr_assert_not_null(on_stack);
+    /* Dropped from the slot: not reported there (a stale copy elsewhere in
+     * the frame may still hold it). */
+    on_stack = NULL;
+    tu_collect();
+    base = NULL;
+    GC_ref_kind k = info(a, 0, &base, &off);
+    cr_assert(k != GC_REFD_FROM_ROOT || base != (void *)&on_stack,
+              "still reported from the slot that no longer holds it");
+}
+
+/* Another thread's stack: the slot of its frame is reported. */
+static sem_t held, done;
+static GC_hidden_pointer other_obj;
+static void *volatile *volatile other_slot;
+
+static void *holder_thread(void *arg)
+{
+    (void)arg;
+    void *volatile mine = GC_malloc(64);
+    other_obj = tu_hide(mine);
+    other_slot = &mine;
+    sem_post(&held);
+    while (sem_wait(&done) != 0)
+        ;
+    cr_assert_not_null(mine);
+    return NULL;
+}
+
+Test(backptr, other_threads_stack_reference_is_reported_as_a_root)
+{
+    cr_assert_eq(sem_init(&held, 0, 0), 0);
+    cr_assert_eq(sem_init(&done, 0, 0), 0);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, holder_thread, NULL), 0);
+    while (sem_wait(&held) != 0)
+        ;
+    tu_collect();               /* stops the thread: its stack is known */
+    void *base = NULL;
+    size_t off = 99;
+    cr_assert_eq(info(other_obj, 0, &base, &off), GC_REFD_FROM_ROOT);
+    cr_assert_eq(base, (void *)other_slot, "the root reported is not the thread's slot");
+    cr_assert_eq(off, 0);
+    sem_post(&done);
+    pthread_join(t, NULL);
 }
 
 Test(backptr, random_addresses_and_backtraces)
