@@ -69,11 +69,12 @@ static LF_UNSCANNED GC_warn_proc warn_proc = GC_default_warn_proc;
 LFGC_EXPORT void GC_init(void)
 {
     lf_ensure_init();
+    __atomic_store_n(&lf_deinit_called, false, __ATOMIC_RELAXED);
 }
 
 LFGC_EXPORT int GC_is_init_called(void)
 {
-    return lf_gc_initialized;
+    return lf_gc_initialized && !__atomic_load_n(&lf_deinit_called, __ATOMIC_RELAXED);
 }
 
 LFGC_EXPORT unsigned GC_get_version(void)

@@ -85,7 +85,11 @@ static void heap_once_fn(void)
     lf_mark_init();
     GC_parallel = (int)lf_mark_markers() - 1;
     read_environment();
-    lf_blacklist_initial_scan();
+    /* bdwgc's first collection at start-up, which sets its blacklist up;
+     * a program that sets GC_dont_precollect wants to arrange its roots
+     * first (the first collection then blacklists). */
+    if (!GC_dont_precollect)
+        lf_blacklist_initial_scan();
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
     lf_heap_initialized = true;

@@ -238,10 +238,20 @@ LFGC_EXPORT void GC_start_performance_measurement(void)
 {
 }
 
-/* bdwgc frees what GC_init acquired on some targets; on Linux, neither
- * it nor lfgc has anything to give back before exit. */
+/* bdwgc frees what GC_init acquired on some targets (Windows critical
+ * sections) and from then on reports itself not initialised.  lfgc gives
+ * back the memory of its idle spans: the heap and the objects in it stay
+ * valid, and a later GC_init reports the collector initialised again. */
+LF_UNSCANNED bool lf_deinit_called;
+
 LFGC_EXPORT void GC_deinit(void)
 {
+    if (!lf_gc_initialized || __atomic_load_n(&lf_deinit_called, __ATOMIC_RELAXED))
+        return;
+    lock();
+    lf_release_idle_spans(true);
+    __atomic_store_n(&lf_deinit_called, true, __ATOMIC_RELAXED);
+    unlock();
 }
 
 /* ------------------------------------------------------------------ */

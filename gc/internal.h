@@ -529,6 +529,8 @@ void lf_find_leak_init(void);
 /* GC_set_disable_automatic_collection (compat.c): only explicit
  * collections and those of a heap that cannot grow. */
 extern bool lf_auto_collect_off;
+/* GC_deinit was called, and GC_init not since (compat.c). */
+extern bool lf_deinit_called;
 /* GC_dump_named's dump to lf_log_fd, lock not taken (stats.c). */
 void lf_dump(const char *name);
 

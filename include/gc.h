@@ -79,7 +79,9 @@ GC_API int GC_dont_gc;              /* >0: collection disabled (GC_disable)  */
 GC_API GC_word GC_free_space_divisor;  /* heap growth policy, default 3     */
 GC_API GC_word GC_max_retries;      /* collections tried before OOM          */
 GC_API int GC_dont_expand;          /* 1: collect before every heap growth    */
-GC_API int GC_dont_precollect;      /* accepted; lfgc never pre-collects     */
+GC_API int GC_dont_precollect;      /* 1 before GC_init: no start-up scan of
+                                       the roots for blacklisting (bdwgc's
+                                       first collection)                     */
 GC_API int GC_java_finalization;    /* 1 (default): see GC_register_finalizer_unreachable */
 GC_API int GC_finalize_on_demand;   /* 1: finalizers run only in GC_invoke_finalizers */
 GC_API int GC_find_leak;            /* accepted; leak mode is not supported  */
@@ -92,7 +94,8 @@ GC_API int GC_use_entire_heap;      /* accepted: lfgc always uses its whole
                                        expanded heap before collecting       */
 GC_API int GC_quiet;                /* 1: the dumps and backtraces print
                                        nothing (warnings still go out)       */
-GC_API unsigned long GC_time_limit; /* accepted; lfgc does not collect in steps */
+GC_API unsigned long GC_time_limit; /* accepted, no effect: lfgc has no
+                                       collection in steps to bound          */
 #define GC_TIME_UNLIMITED 999999 /* bdwgc's value for "no time limit" */
 GC_API GC_word GC_non_gc_bytes;     /* bytes of uncollectable objects, kept
                                        by their allocation and GC_free      */
@@ -204,7 +207,8 @@ GC_API int GC_get_force_unmap_on_gcollect(void);
  * LFGC_GENERATIONAL=0); the second tells whether it is on (1) or not. */
 GC_API void GC_enable_incremental(void);
 GC_API int GC_is_incremental_mode(void);
-/* Stored and returned; lfgc does not collect in steps. */
+/* Stored and returned, no effect: every collection, minor or full, is
+ * one stop-the-world pass, with no step whose length could be bounded. */
 GC_API void GC_set_time_limit(unsigned long ms);
 GC_API unsigned long GC_get_time_limit(void);
 
@@ -591,10 +595,13 @@ GC_API void GC_set_full_freq(int);
 GC_API int GC_get_full_freq(void);
 GC_API void GC_set_non_gc_bytes(GC_word);
 GC_API GC_word GC_get_non_gc_bytes(void);
-/* Settings bdwgc's own policy reads: stored and returned, not used by
- * lfgc's (incremental rate, ...). */
+/* Before GC_init: no start-up scan of the roots for blacklisting (as
+ * bdwgc's first collection), for a program that arranges its roots
+ * first; the first collection then blacklists. */
 GC_API void GC_set_dont_precollect(int);
 GC_API int GC_get_dont_precollect(void);
+/* Settings bdwgc's own policy reads: stored and returned, not used by
+ * lfgc's (incremental rate, ...). */
 GC_API void GC_set_max_prior_attempts(int);
 GC_API int GC_get_max_prior_attempts(void);
 GC_API void GC_set_min_bytes_allocd(size_t);
@@ -627,9 +634,11 @@ GC_API int GC_incremental_protection_needs(void);
  * if it can be (lfgc has no collection in steps to start); nothing
  * outside it, as in bdwgc. */
 GC_API void GC_start_incremental_collection(void);
-/* No-ops: lfgc always measures collection time, and GC_init acquires
- * nothing to give back. */
+/* No-op: lfgc always measures collection time. */
 GC_API void GC_start_performance_measurement(void);
+/* Gives the memory of idle spans back to the OS; GC_is_init_called then
+ * returns 0 until the next GC_init.  The heap and its objects stay valid,
+ * and the collector usable.  Calls after the first do nothing. */
 GC_API void GC_deinit(void);
 
 /* The size lfgc gives a request of i bytes (0 <= i <= 2048), -1 past. */

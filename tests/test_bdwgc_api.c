@@ -894,3 +894,48 @@ Test(bdwgc_api, bad_kind_aborts_through_the_abort_func)
     cr_assert_gt(n, 0, "the abort function was not called");
     cr_assert(strstr(buf, "abort func: lfgc: GC_new_kind"), "got: %s", buf);
 }
+
+/* GC_deinit gives the memory of idle spans back; the collector then says
+ * it is not initialised until GC_init, and the heap stays intact and
+ * usable meanwhile and after. */
+static struct tu_node *volatile deinit_list;
+
+static TU_NOINLINE void deinit_garbage(size_t bytes)
+{
+    for (size_t done = 0; done < bytes; done += 4096)
+        cr_assert_not_null(GC_malloc(4000));
+}
+
+static TU_NOINLINE GC_hidden_pointer deinit_dropped(void)
+{
+    void *p = GC_malloc(100);
+    cr_assert_not_null(p);
+    return tu_hide(p);
+}
+
+Test(bdwgc_api, deinit_gives_back_idle_memory_and_init_restarts)
+{
+    GC_INIT();
+    cr_assert(GC_is_init_called());
+    deinit_list = tu_list_build(31, 10000);
+    cr_assert_not_null(deinit_list);
+    GC_disable();
+    deinit_garbage(32 << 20);
+    GC_enable();
+    tu_collect();                   /* the garbage's spans: idle, still mapped */
+    size_t unmapped = GC_get_unmapped_bytes();
+    GC_deinit();
+    cr_assert_not(GC_is_init_called(), "GC_is_init_called() after GC_deinit");
+    cr_assert_geq(GC_get_unmapped_bytes(), unmapped + (16 << 20),
+                  "GC_deinit gave back %zu bytes", GC_get_unmapped_bytes() - unmapped);
+    GC_deinit();                    /* again: nothing */
+    cr_assert_eq(tu_list_check(deinit_list, 31, 10000), 0, "the heap was damaged");
+    GC_init();
+    cr_assert(GC_is_init_called(), "GC_init after GC_deinit");
+    GC_hidden_pointer dropped = deinit_dropped();
+    deinit_garbage(8 << 20);        /* in the memory given back: zeroed again */
+    tu_collect();
+    cr_assert_eq(tu_list_check(deinit_list, 31, 10000), 0, "the list was damaged");
+    cr_assert_not(tu_live(dropped), "garbage kept after GC_init");
+    deinit_list = NULL;
+}

@@ -274,30 +274,70 @@ Test(blacklist, pair_written_after_allocation_does_not_pin)
 
 static void **tb_mid_keep;          /* a root */
 
-/* The start-up scan sees tb_planted_mid before anything is allocated:
- * the chunk it points into is passed by, even with collections off. */
-Test(blacklist, static_word_seen_before_first_allocation)
+/* Allocate four chunks' worth of objects of class PLANT_MID, rooted, with
+ * collections off; count those in the chunk tb_planted_mid points into
+ * and those past it. */
+static GC_hidden_pointer mid_hidden[1024];
+
+static void alloc_mid_objects(unsigned n, unsigned *in_chunk, unsigned *past)
 {
-    GC_INIT();
-    unsigned n = 4 * (unsigned)(CHUNK / tu_class_sizes[PLANT_MID]);
+    cr_assert_leq(n, 1024);
     GC_disable();
     tb_mid_keep = GC_malloc(n * sizeof(void *));
     cr_assert_not_null(tb_mid_keep);
-    unsigned in_chunk = 0, past = 0;
+    *in_chunk = *past = 0;
     for (unsigned i = 0; i < n; i++) {
         uint64_t *p = GC_malloc(tu_class_sizes[PLANT_MID] - 1);
         cr_assert_not_null(p);
         p[0] = tu_pattern(i, 0);
         tb_mid_keep[i] = p;
+        mid_hidden[i] = tu_hide(p);
         uint64_t chunk = ((uintptr_t)p - REGION_OF(PLANT_MID)) / CHUNK;
-        in_chunk += chunk == 2;
-        past += chunk > 2;
+        *in_chunk += chunk == 2;
+        *past += chunk > 2;
     }
     GC_enable();
-    cr_assert_gt(past, 0, "the allocation did not pass the chunk");
-    cr_assert_eq(in_chunk, 0, "%u objects in the chunk a static word points into", in_chunk);
-    cr_assert_null(GC_base((void *)(uintptr_t)tb_planted_mid));
+}
+
+static void mid_objects_intact(unsigned n)
+{
     tu_collect();
     for (unsigned i = 0; i < n; i++)
         cr_assert_eq(*(uint64_t *)tb_mid_keep[i], tu_pattern(i, 0), "object %u corrupted", i);
+}
+
+/* The start-up scan sees tb_planted_mid before anything is allocated:
+ * the chunk it points into is passed by, even with collections off. */
+Test(blacklist, static_word_seen_before_first_allocation)
+{
+    GC_INIT();
+    unsigned n = 4 * (unsigned)(CHUNK / tu_class_sizes[PLANT_MID]), in_chunk, past;
+    alloc_mid_objects(n, &in_chunk, &past);
+    cr_assert_gt(past, 0, "the allocation did not pass the chunk");
+    cr_assert_eq(in_chunk, 0, "%u objects in the chunk a static word points into", in_chunk);
+    cr_assert_null(GC_base((void *)(uintptr_t)tb_planted_mid));
+    mid_objects_intact(n);
+}
+
+/* GC_dont_precollect set before GC_init: no start-up scan (bdwgc's first
+ * collection), so the chunk is not passed by: the program wanted to
+ * arrange its roots before any was looked at. */
+Test(blacklist, dont_precollect_skips_the_start_up_scan)
+{
+    GC_dont_precollect = 1;
+    GC_INIT();
+    unsigned n = 4 * (unsigned)(CHUNK / tu_class_sizes[PLANT_MID]), in_chunk, past;
+    alloc_mid_objects(n, &in_chunk, &past);
+    cr_assert_gt(in_chunk, 0, "the chunk a static word points into was blacklisted at start-up");
+    mid_objects_intact(n);
+    /* The first collection scanned the word, as any collection does: an
+     * object dropped in that chunk now stays only if the word hits it. */
+    tb_mid_keep = NULL;
+    tu_collect();
+    cr_assert_not_null(GC_base((void *)(uintptr_t)tb_planted_mid),
+                       "the object the static word points into was reclaimed");
+    unsigned live = 0;
+    for (unsigned i = 0; i < n; i++)
+        live += tu_live(mid_hidden[i]) != 0;
+    cr_assert_leq(live, 2, "%u of %u dropped objects retained", live, n);
 }
