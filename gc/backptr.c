@@ -189,8 +189,11 @@ static void print_backtrace(void *p)
         size_t offset = 0;
         GC_ref_kind k = back_ptr_info(p, &base, &offset);
         void *obj = GC_base(p);
-        dprintf(fd, "%*s%p (object %p, %zu bytes)", 2 * depth, "", p, obj,
-                obj ? GC_size(obj) : (size_t)0);
+        char type[GC_TYPE_DESCR_LEN + 1] = "";
+        if (obj)
+            lf_describe_type(obj, type);
+        dprintf(fd, "%*s%p (object %p, %zu bytes%s%s)", 2 * depth, "", p, obj,
+                obj ? GC_size(obj) : (size_t)0, obj ? ", " : "", type);
         switch (k) {
         case GC_REFD_FROM_HEAP:
             dprintf(fd, " referenced from offset %zu of %p\n", offset, base);

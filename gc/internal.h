@@ -402,6 +402,10 @@ int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
 int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
                       uintptr_t env, bool clear, bool uncollectable);
 bool lf_kind_valid(unsigned kind);                   /* made by now */
+/* Describe the type of the object at base (a slot in use) in buf, of
+ * GC_TYPE_DESCR_LEN + 1 bytes: GC_register_describe_type_fn's function
+ * for a marked object of its kind, else the kind. */
+void lf_describe_type(void *base, char *buf);
 unsigned lf_kinds_made(void);
 /* Mark procedures by index (GC_new_proc), read by the markers. */
 extern GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];

@@ -402,8 +402,32 @@ LFGC_EXPORT int GC_get_kind_and_size(const void *p, size_t *psize)
     return (int)k - 1;
 }
 
-/* Kept for bdwgc's debug printing, which lfgc does not do. */
+/* What GC_print_backtrace says of each object's type, as bdwgc's does. */
 static LF_UNSCANNED GC_describe_type_fn describe_type[MAX_KINDS];
+
+void lf_describe_type(void *base, char *buf)
+{
+    unsigned k = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT];
+    GC_describe_type_fn fn = k ? __atomic_load_n(&describe_type[k - 1], __ATOMIC_ACQUIRE) : NULL;
+    /* Only an object the last collection marked: a free one (on a free
+     * list) has no type to describe. */
+    if (fn && GC_is_marked(base)) {
+        buf[GC_TYPE_DESCR_LEN] = 0;
+        fn(base, buf);
+        buf[GC_TYPE_DESCR_LEN] = 0;
+        return;
+    }
+    static const char *const names[NUM_PREDEFINED_KINDS] = {
+        [KIND_PTRFREE] = "PTRFREE",
+        [KIND_NORMAL] = "NORMAL",
+        [KIND_UNCOLLECTABLE] = "UNCOLLECTABLE",
+        [KIND_AUNCOLLECTABLE] = "ATOMIC_UNCOLLECTABLE",
+    };
+    if (k && k - 1 < NUM_PREDEFINED_KINDS)
+        snprintf(buf, GC_TYPE_DESCR_LEN + 1, "%s", names[k - 1]);
+    else
+        snprintf(buf, GC_TYPE_DESCR_LEN + 1, "kind %u", k ? k - 1 : 0);
+}
 
 LFGC_EXPORT void GC_register_describe_type_fn(int kind, GC_describe_type_fn fn)
 {

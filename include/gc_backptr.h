@@ -55,7 +55,9 @@ GC_API void GC_generate_random_backtrace(void);
 
 /* Print, on the log descriptor (GC_set_log_fd), the chain of referrers of
  * the object p points into, as GC_get_back_ptr_info finds them, up to a
- * root (at most 20 steps).  Call GC_gcollect() just before. */
+ * root (at most 20 steps), each object with its type (the function
+ * GC_register_describe_type_fn gave its kind, else the kind).  Call
+ * GC_gcollect() just before. */
 GC_API void GC_print_backtrace(void *p);
 
 #ifdef __cplusplus

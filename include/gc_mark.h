@@ -182,9 +182,10 @@ GC_API void *GC_debug_generic_or_special_malloc(size_t size, int k, GC_EXTRA_PAR
 GC_API int GC_get_kind_and_size(const void *p, size_t *psize);
 
 /* A function that describes the type of an object of some kind in at
- * most GC_TYPE_DESCR_LEN bytes of out_buf, for bdwgc's debug printing.
- * lfgc stores it (GC_register_describe_type_fn) but prints no objects
- * that would use it. */
+ * most GC_TYPE_DESCR_LEN bytes of out_buf (NUL-terminated), for debug
+ * printing: GC_print_backtrace shows it for each object of the kind that
+ * the last collection marked (others show their kind).  Called without
+ * the lock; it must not allocate. */
 typedef void (*GC_describe_type_fn)(void *p, char *out_buf);
 #define GC_TYPE_DESCR_LEN 40
 GC_API void GC_register_describe_type_fn(int kind, GC_describe_type_fn fn);

@@ -4,6 +4,7 @@
 #include "test_util.h"
 #include <semaphore.h>
 #include <gc/gc_backptr.h>
+#include <gc/gc_mark.h>
 
 TestSuite(backptr, .init = tu_warm_up);
 
@@ -152,5 +153,46 @@ Test(backptr, random_addresses_and_backtraces)
     snprintf(expect, sizeof expect, "referenced from the root at %p", (void *)&holder_root);
     cr_assert(strstr(buf, expect), "the chain does not end at the root: %s", buf);
     cr_assert(strstr(buf, "GC_generate_random_backtrace: backtrace of"), "%s", buf);
+    holder_root = NULL;
+}
+
+/* GC_register_describe_type_fn: GC_print_backtrace names each object's
+ * type with its kind's function (a marked object), else its kind. */
+static void describe_pair(void *p, char *out)
+{
+    snprintf(out, GC_TYPE_DESCR_LEN, "pair of %zu bytes", GC_size(p));
+}
+
+Test(backptr, backtrace_describes_types)
+{
+    int k = (int)GC_new_kind(GC_new_free_list(), 0 | GC_DS_LENGTH, 1, 1);
+    GC_register_describe_type_fn(k, describe_pair);
+    GC_disable();
+    GC_hidden_pointer holder = tu_hide(GC_generic_malloc(64, k)), b = new_obj(64);
+    tu_store(&holder_root, holder, 0);
+    void **h = GC_REVEAL_POINTER(holder);
+    tu_store((void *volatile *)&h[1], b, 0);
+    h = NULL;
+    GC_enable();
+    tu_collect();
+    char path[] = "/tmp/lfgc-bt-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    GC_set_log_fd(fd);
+    GC_print_backtrace(GC_REVEAL_POINTER(b));
+    GC_set_log_fd(2);
+    char buf[8192];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    close(fd);
+    char expect[128];
+    snprintf(expect, sizeof expect, "(object %p, %zu bytes, NORMAL)", GC_REVEAL_POINTER(b),
+             GC_size(GC_REVEAL_POINTER(b)));
+    cr_assert(strstr(buf, expect), "no \"%s\" in: %s", expect, buf);
+    size_t hs = GC_size(GC_REVEAL_POINTER(holder));
+    snprintf(expect, sizeof expect, "(object %p, %zu bytes, pair of %zu bytes)",
+             GC_REVEAL_POINTER(holder), hs, hs);
+    cr_assert(strstr(buf, expect), "no \"%s\" in: %s", expect, buf);
     holder_root = NULL;
 }

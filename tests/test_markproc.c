@@ -11,6 +11,8 @@
 #include "gc_mark.h"
 #include "gc_inline.h"
 
+#define NUM_KINDS_AT_LEAST 4u
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -612,6 +614,204 @@ Test(markproc, push_other_roots_variable_written_directly)
     for (int i = 0; i < PUSHED; i++)
         cr_assert(!tu_live(h[i]), "object %d survived once no longer pushed", i);
     free(hidden_roots);
+}
+
+/* GC_push_conditional alone, as bdwgc's incremental-aware code pushes a
+ * range: lfgc has no incremental marking, so every word is pushed
+ * whether `all` is set or not. */
+static void push_conditionally(void)
+{
+    atomic_fetch_add(&push_calls, 1);
+    GC_push_conditional(hidden_roots, hidden_roots + PUSHED / 2, 0);
+    GC_push_conditional(hidden_roots + PUSHED / 2, hidden_roots + PUSHED, 1);
+}
+
+Test(markproc, push_conditional_alone_keeps_objects_alive)
+{
+    hidden_roots = calloc(PUSHED, sizeof *hidden_roots);
+    cr_assert_not_null(hidden_roots);
+    GC_hidden_pointer h[PUSHED];
+    fill_hidden(h);
+    previous_push = GC_get_push_other_roots();
+    GC_set_push_other_roots(push_conditionally);
+    int calls = atomic_load(&push_calls);
+    tu_collect();
+    tu_collect();
+    cr_assert_geq(atomic_load(&push_calls), calls + 2);
+    for (int i = 0; i < PUSHED; i++) {
+        cr_assert(tu_live(h[i]), "object %d pushed by GC_push_conditional was reclaimed", i);
+        cr_assert_eq(target_damage(h[i], 128, 0x9000 + (uint64_t)i), 0);
+    }
+    GC_set_push_other_roots(previous_push);
+    tu_collect();
+    for (int i = 0; i < PUSHED; i++)
+        cr_assert(!tu_live(h[i]), "object %d survived once no longer pushed", i);
+    free(hidden_roots);
+}
+
+/* GC_push_all from inside a mark procedure: a procedure that pushes two
+ * words of its object and a range outside the heap (as a runtime's
+ * procedure pushes a frame or a side buffer), for the marker to scan. */
+struct rnode {
+    uint64_t magic;
+    uint64_t pad;
+    void *a, *b;                /* pushed with GC_push_all                */
+    void *c;                    /* not pushed: retains nothing            */
+};
+static void **range_side;       /* calloc'd: only the procedure pushes it */
+static atomic_ulong range_calls;
+
+static struct GC_ms_entry *range_mark(GC_word *addr, struct GC_ms_entry *msp,
+                                      struct GC_ms_entry *lim, GC_word env)
+{
+    (void)lim;
+    (void)env;
+    atomic_fetch_add_explicit(&range_calls, 1, memory_order_relaxed);
+    if (addr[0] != NODE_MAGIC)
+        return msp;
+    GC_push_all(addr + 2, addr + 4);
+    GC_push_all(range_side, range_side + 2);
+    return msp;
+}
+
+static int rkind = -1;
+static void *volatile rholder;
+
+static TU_NOINLINE void make_rholder(GC_hidden_pointer *h)
+{
+    GC_disable();
+    struct rnode *n = GC_generic_malloc(sizeof *n, rkind);
+    cr_assert_not_null(n);
+    n->a = target_new(64, 0xb001);
+    n->b = target_new(64, 0xb002);
+    n->c = target_new(64, 0xb003);
+    range_side[1] = target_new(64, 0xb004);
+    h[0] = tu_hide(n->a);
+    h[1] = tu_hide(n->b);
+    h[2] = tu_hide(n->c);
+    h[3] = tu_hide(range_side[1]);
+    n->magic = NODE_MAGIC;
+    rholder = n;
+    GC_enable();
+}
+
+Test(markproc, push_all_from_a_mark_procedure)
+{
+    range_side = calloc(2, sizeof *range_side);
+    cr_assert_not_null(range_side);
+    unsigned proc = GC_new_proc(range_mark);
+    rkind = (int)GC_new_kind(GC_new_free_list(), GC_MAKE_PROC(proc, 0), 0, 1);
+    GC_hidden_pointer h[4];
+    make_rholder(h);
+    unsigned long calls = atomic_load(&range_calls);
+    tu_collect();
+    tu_collect();
+    cr_assert_gt(atomic_load(&range_calls), calls, "the procedure was never called");
+    static const bool kept[4] = {true, true, false, true};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(tu_live(h[i]), kept[i], "target %d: live %d, expected %d", i,
+                     tu_live(h[i]), kept[i]);
+        if (kept[i])
+            cr_assert_eq(target_damage(h[i], 64, 0xb001 + (uint64_t)i), 0, "target %d", i);
+    }
+    rholder = NULL;
+    tu_collect();
+    for (int i = 0; i < 4; i++)
+        cr_assert(!tu_live(h[i]), "target %d survived its holder", i);
+    free(range_side);
+}
+
+/* bdwgc's _inner calls with the allocation lock held (inside
+ * GC_call_with_alloc_lock, as bdwgc's own typed and gcj set-ups call
+ * them): none may take the lock again, and what they make works. */
+struct inner_made {
+    void **free_list;
+    unsigned proc;
+    unsigned kind;
+    bool list_zeroed;
+};
+
+static void *make_inner(void *arg)
+{
+    struct inner_made *m = arg;
+    m->free_list = GC_new_free_list_inner();
+    m->list_zeroed = m->free_list != NULL;
+    for (int i = 0; m->free_list && i < 257; i++)
+        m->list_zeroed &= m->free_list[i] == NULL;
+    m->proc = GC_new_proc_inner(pnode_mark);
+    m->kind = GC_new_kind_inner(m->free_list, GC_MAKE_PROC(m->proc, PROC_ENV), 0, 1);
+    return m;
+}
+
+Test(markproc, inner_calls_with_the_lock_held, .timeout = 20)
+{
+    struct inner_made m = {0};
+    cr_assert_eq(GC_call_with_alloc_lock(make_inner, &m), &m);
+    cr_assert(m.list_zeroed, "GC_new_free_list_inner: no zeroed array");
+    cr_assert_geq(m.proc, GC_RESERVED_MARK_PROCS);
+    cr_assert_geq(m.kind, NUM_KINDS_AT_LEAST, "kind %u", m.kind);
+    cr_assert_neq((int)m.kind, pkind);
+    /* The kind scans through the procedure: the encoded field keeps its
+     * target, the plain one does not. */
+    int saved = pkind;
+    pkind = (int)m.kind;
+    GC_hidden_pointer hn, ho, hp;
+    make_holder(&hn, &ho, &hp);
+    pkind = saved;
+    tu_collect();
+    cr_assert(tu_live(hn) && tu_live(ho), "the _inner kind's procedure did not mark");
+    cr_assert_eq(target_damage(hn, 64, 11), 0);
+    cr_assert_eq(target_damage(ho, 64, 12), 0);
+    cr_assert(!tu_live(hp), "the plain field kept its target");
+    holder = NULL;
+}
+
+/* GC_print_free_list: the calling thread's list of a kind and size, one
+ * slot a line, each free; then the count. */
+static TU_NOINLINE size_t alloc_one(size_t bytes)
+{
+    void *p = GC_malloc(bytes);
+    cr_assert_not_null(p);
+    return GC_size(p);
+}
+
+Test(markproc, print_free_list_lists_free_slots)
+{
+    GC_disable();
+    size_t size = alloc_one(7 * 16);         /* 7 granules: a list of the class now */
+    char path[] = "/tmp/lfgc-fl-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    GC_set_log_fd(fd);
+    GC_print_free_list(1, 7);
+    GC_print_free_list(1234, 7);
+    GC_set_log_fd(2);
+    GC_enable();
+    static char buf[1 << 20];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    close(fd);
+    cr_assert_gt(n, 0, "GC_print_free_list printed nothing");
+    buf[n] = 0;
+    char head[64];
+    snprintf(head, sizeof head, "Free list of kind 1, %zu-byte objects", size);
+    cr_assert(strstr(buf, head), "no \"%s\" in: %s", head, buf);
+    size_t slots = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        void *p;
+        size_t count;
+        if (line[0] == '\t' && sscanf(line + 1, "%p", &p) == 1) {
+            cr_assert_eq(lfgc_slot_state(p), LFGC_SLOT_FREE, "%p listed is not free", p);
+            cr_assert_eq(GC_size(p), size);
+            slots++;
+        } else if (sscanf(line, "%zu objects;", &count) == 1) {
+            cr_assert_eq(count, slots, "count %zu, %zu slots listed", count, slots);
+        } else {
+            cr_assert(strstr(line, "Free list of kind 1") || strstr(line, "no list for kind 1234"),
+                      "unexpected line: %s", line);
+        }
+    }
+    cr_assert_gt(slots, 0, "no free slot listed after an allocation");
 }
 
 /* ------------------------------------------------------------------ */
