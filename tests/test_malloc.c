@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include "lfgc_malloc.h"
@@ -571,6 +572,130 @@ Test(malloc_threads, fork_with_threads, .timeout = 60)
     stop_workers = 1;
     for (int i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Signal handlers                                                      */
+
+/* malloc and free in a signal handler, as far as glibc allows in
+ * practice: the code the signal interrupts is not inside malloc or free
+ * (here, arithmetic), while other threads allocate and free. */
+#define SIG_SLOTS 64
+static unsigned char *volatile sig_obj[SIG_SLOTS];
+static volatile size_t sig_size[SIG_SLOTS];
+static volatile unsigned sig_calls, sig_bad;
+
+static void sig_alloc(int sig)
+{
+    (void)sig;
+    int saved = errno;
+    unsigned n = sig_calls, k = n % SIG_SLOTS;
+    unsigned char *old = sig_obj[k];
+    if (old) {
+        if (old[0] != (unsigned char)k || old[sig_size[k] - 1] != (unsigned char)~k)
+            sig_bad++;
+        free(old);
+    }
+    size_t size = (size_t)16 << (n * 7 % 15);     /* 16 B .. 256 KiB */
+    unsigned char *p = malloc(size);
+    if (!p) {
+        sig_bad++;
+    } else {
+        p[0] = (unsigned char)k;
+        p[size - 1] = (unsigned char)~k;
+    }
+    sig_size[k] = size;
+    sig_obj[k] = p;
+    sig_calls = n + 1;
+    errno = saved;
+}
+
+static void *sig_neighbour(void *arg)
+{
+    (void)arg;
+    while (!__atomic_load_n(&stop_workers, __ATOMIC_RELAXED)) {
+        size_t n = 16 + (size_t)(rand() % 3000);
+        unsigned char *p = malloc(n);
+        memset(p, 0x5a, n);
+        if (p[n - 1] != 0x5a)
+            __atomic_add_fetch(&sig_bad, 1, __ATOMIC_RELAXED);
+        free(p);
+    }
+    return NULL;
+}
+
+/* A thread whose first malloc is in a signal handler: its cache is made
+ * there. */
+static volatile int sig_spinner_go;
+static void *sig_spinner(void *arg)
+{
+    (void)arg;
+    volatile uint64_t x = 1;
+    while (!sig_spinner_go)
+        x = x * 6364136223846793005ull + 1;
+    return NULL;
+}
+
+Test(malloc_signals, handler_allocates_while_the_thread_is_outside_malloc, .timeout = 60)
+{
+    struct sigaction sa = {.sa_handler = sig_alloc, .sa_flags = SA_RESTART};
+    sigemptyset(&sa.sa_mask);
+    cr_assert_eq(sigaction(SIGALRM, &sa, NULL), 0);
+    cr_assert_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+    /* The neighbour never takes SIGALRM: only this thread does. */
+    sigset_t alrm, old;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alrm, &old);
+    stop_workers = 0;
+    pthread_t nb, sp;
+    cr_assert_eq(pthread_create(&nb, NULL, sig_neighbour, NULL), 0);
+    cr_assert_eq(pthread_create(&sp, NULL, sig_spinner, NULL), 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+
+    /* The spinner allocates only in handlers. */
+    for (int i = 0; i < 200; i++) {
+        unsigned before = sig_calls;
+        pthread_kill(sp, SIGUSR2);
+        double give_up = tu_now_s() + 5;
+        while (sig_calls == before && tu_now_s() < give_up)
+            sched_yield();
+        cr_assert_neq(sig_calls, before, "no handler ran in the spinner");
+    }
+    sig_spinner_go = 1;
+    pthread_join(sp, NULL);
+
+    /* This thread: arithmetic, interrupted every 50 us. */
+    struct itimerval it = {.it_interval = {0, 50}, .it_value = {0, 50}};
+    cr_assert_eq(setitimer(ITIMER_REAL, &it, NULL), 0);
+    volatile uint64_t x = 1;
+    double end = tu_now_s() + 20;
+    while (sig_calls < 2200 && tu_now_s() < end)
+        for (int i = 0; i < 1000; i++)
+            x = x * 6364136223846793005ull + 1;
+    struct itimerval off = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &off, NULL);
+    __atomic_store_n(&stop_workers, 1, __ATOMIC_RELAXED);
+    pthread_join(nb, NULL);
+    signal(SIGALRM, SIG_DFL);
+    signal(SIGUSR2, SIG_DFL);
+
+    cr_assert_geq(sig_calls, 700, "only %u handlers ran", sig_calls);
+    cr_assert_eq(sig_bad, 0, "%u objects lost their contents or were not allocated", sig_bad);
+    /* What the handlers allocated (partly in the spinner, which exited)
+     * is sound here, and goes back. */
+    for (unsigned k = 0; k < SIG_SLOTS; k++) {
+        unsigned char *p = sig_obj[k];
+        if (!p)
+            continue;
+        cr_assert_eq(p[0], (unsigned char)k);
+        cr_assert_eq(p[sig_size[k] - 1], (unsigned char)~k);
+        cr_assert_eq(lfgc_slot_state(p), LFGC_SLOT_ALLOCATED);
+        void (*volatile free_f)(void *) = free;
+        free_f(p);
+        cr_assert_neq(lfgc_slot_state(p), LFGC_SLOT_ALLOCATED);
+        sig_obj[k] = NULL;
+    }
 }
 
 /* ------------------------------------------------------------------ */
