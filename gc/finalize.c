@@ -37,39 +37,37 @@ enum fin_mode {
     FIN_UNREACHABLE,     /* as normal, and not while a no-order one reaches it */
 };
 
-/* Keys of empty and deleted slots: no registered pointer or link address
- * can be either (both are below the first page). */
-#define KEY_EMPTY 0u
-#define KEY_GONE  8u
+/* One table: its entries packed at [0, n) in columns of words (column 0
+ * the key), so that a collection walks only entries, and the client data
+ * of all finalizers is one range to mark; and an index, open addressing
+ * with linear probing, of 32-bit entry numbers plus one (0: empty slot),
+ * at most half full.  Deleting moves the last entry into the hole, and
+ * the index slot is emptied by shifting the rest of its run back: no
+ * tombstones.  A collection that drops entries marks them (KEY_DEAD) and
+ * compacts the columns once, then builds the index anew. */
+#define KEY_DEAD   0u           /* no registered pointer or link is NULL  */
+#define MAX_COLS   4
 
-struct fin_entry {
-    uintptr_t key;              /* the registered pointer                  */
-    GC_finalization_proc fn;
-    void *cd;
-    uintptr_t mode;
-};
-
-struct link_entry {
-    uintptr_t key;              /* the link's address                      */
-    uintptr_t target;           /* the object it disappears with           */
-};
-
-/* One open-addressing table: `cap` slots (a power of two) of `entry`
- * bytes each, the key in the first word. */
 struct table {
-    void *slots;
-    size_t cap;
-    size_t used;                /* entries                                 */
-    size_t gone;                /* deleted slots not yet reclaimed         */
-    size_t peak;                /* most entries since the last rebuild     */
-    size_t entry;
+    uintptr_t *col[MAX_COLS];   /* `cap` words each, mmap'ed               */
+    unsigned ncols;
+    size_t n, cap;              /* entries, room in the columns            */
+    uint32_t *index;            /* icap slots                              */
+    size_t icap;                /* a power of two, or 0                    */
+    unsigned ishift;            /* 64 - log2(icap)                         */
+    size_t peak;                /* most entries since the last compaction  */
+    size_t dead;                /* entries marked KEY_DEAD, not yet gone   */
 };
+
+/* Columns of the finalizer table, and of the two link tables. */
+enum { F_KEY, F_FN, F_CD, F_MODE, F_COLS };
+enum { L_KEY, L_TARGET, L_COLS };
 
 struct ready {
     void *obj;
     GC_finalization_proc fn;
     void *cd;
-    uintptr_t mode;             /* while deciding: the table slot, see step 3 */
+    uintptr_t mode;             /* while deciding: the entry, see step 3   */
 };
 
 /* Unscanned: it holds heap addresses (see LF_UNSCANNED). */
@@ -102,8 +100,8 @@ static LF_UNSCANNED struct {
     size_t disclaimed_len, disclaimed_cap;
     int finalized_kind;                 /* GC_finalized_malloc's, or -1     */
 } fz = {
-    .fins = { .entry = sizeof(struct fin_entry) },
-    .links = { { .entry = sizeof(struct link_entry) }, { .entry = sizeof(struct link_entry) } },
+    .fins = { .ncols = F_COLS },
+    .links = { { .ncols = L_COLS }, { .ncols = L_COLS } },
     .bytes_per_finalizer = 10000,
     .finalized_kind = -1,
 };
@@ -124,128 +122,174 @@ static void *map_bytes(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
-static inline uintptr_t *slot_key(const struct table *t, size_t i)
-{
-    return (uintptr_t *)((char *)t->slots + i * t->entry);
-}
-
-static inline size_t hash_of(uintptr_t key, size_t cap)
+static inline size_t hash_of(const struct table *t, uintptr_t key)
 {
     /* Keys are at least 8-byte aligned: Fibonacci hashing of the rest. */
-    return (size_t)(((key >> 3) * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+    return (size_t)(((key >> 3) * 0x9e3779b97f4a7c15ull) >> t->ishift);
 }
 
-/* The slot holding key, or SIZE_MAX. */
+/* The entry holding key, or SIZE_MAX. */
 static size_t table_find(const struct table *t, uintptr_t key)
 {
-    if (!t->used)
+    if (!t->n)
         return SIZE_MAX;
-    for (size_t i = hash_of(key, t->cap);; i = (i + 1) & (t->cap - 1)) {
-        uintptr_t k = *slot_key(t, i);
-        if (k == key)
-            return i;
-        if (k == KEY_EMPTY)
+    const uintptr_t *keys = t->col[0];
+    for (size_t i = hash_of(t, key);; i = (i + 1) & (t->icap - 1)) {
+        uint32_t v = t->index[i];
+        if (!v)
             return SIZE_MAX;
+        if (keys[v - 1] == key)
+            return v - 1;
     }
 }
 
-/* Drop t's deleted slots where they are (the capacity stays): no second
- * table, so no second set of pages, which for a table of a million
- * entries is 32 MiB.  The scan starts after a slot that was empty before
- * the deleted ones were: no probe sequence crosses it, so each run of
- * slots is taken from its start, and each entry moves back, if at all,
- * to the first free slot from its home, within its run (linear probing
- * finds it there, as every slot between is taken). */
-static void table_rehash_in_place(struct table *t)
+/* Put entry e (its key in place) into the index, which has room. */
+static inline void index_put(struct table *t, size_t e)
 {
-    size_t mask = t->cap - 1, start = 0;
-    while (*slot_key(t, start) != KEY_EMPTY)
-        start++;                        /* at most half the slots are taken */
-    for (size_t i = 0; i < t->cap; i++)
-        if (*slot_key(t, i) == KEY_GONE)
-            *slot_key(t, i) = KEY_EMPTY;
-    for (size_t k = 1; k < t->cap; k++) {
-        size_t i = (start + k) & mask;
-        uintptr_t *e = slot_key(t, i);
-        if (*e == KEY_EMPTY)
-            continue;
-        size_t j = hash_of(*e, t->cap);
-        while (j != i && *slot_key(t, j) != KEY_EMPTY)
-            j = (j + 1) & mask;
-        if (j != i) {
-            memcpy(slot_key(t, j), e, t->entry);
-            *e = KEY_EMPTY;
-        }
-    }
-    t->gone = 0;
-    t->peak = t->used;
+    size_t i = hash_of(t, t->col[0][e]);
+    while (t->index[i])
+        i = (i + 1) & (t->icap - 1);
+    t->index[i] = (uint32_t)(e + 1);
 }
 
-/* Rebuild t with room for `want` entries at most half full. */
-static bool table_resize(struct table *t, size_t want)
+/* The index anew, with icap slots, from the keys. */
+static bool index_build(struct table *t, size_t icap)
 {
-    size_t cap = 64;
-    while (cap < 2 * want)
-        cap *= 2;
-    if (t->slots && cap == t->cap) {
-        table_rehash_in_place(t);
-        return true;
+    if (icap != t->icap) {
+        uint32_t *index = map_bytes(icap * sizeof *index);
+        if (!index)
+            return false;
+        if (t->index)
+            munmap(t->index, t->icap * sizeof *t->index);
+        t->index = index;
+        t->icap = icap;
+        t->ishift = 64 - (unsigned)__builtin_ctzll(icap);
+    } else {
+        memset(t->index, 0, icap * sizeof *t->index);
     }
-    void *slots = map_bytes(cap * t->entry);
-    if (!slots)
-        return false;
-    struct table n = { slots, cap, 0, 0, 0, t->entry };
-    for (size_t i = 0; i < t->cap; i++) {
-        uintptr_t *e = slot_key(t, i);
-        if (*e == KEY_EMPTY || *e == KEY_GONE)
-            continue;
-        size_t j = hash_of(*e, cap);
-        while (*slot_key(&n, j) != KEY_EMPTY)
-            j = (j + 1) & (cap - 1);
-        memcpy(slot_key(&n, j), e, t->entry);
-        n.used++;
-    }
-    if (t->slots)
-        munmap(t->slots, t->cap * t->entry);
-    n.peak = n.used;
-    *t = n;
+    for (size_t e = 0; e < t->n; e++)
+        index_put(t, e);
     return true;
 }
 
-/* A slot for a key known to be absent, or NULL without memory. */
-static uintptr_t *table_insert(struct table *t, uintptr_t key)
+static size_t index_size_for(size_t entries)
 {
-    if (2 * (t->used + t->gone + 1) > t->cap && !table_resize(t, 2 * (t->used + 1)))
-        return NULL;
-    size_t i = hash_of(key, t->cap);
-    while (*slot_key(t, i) != KEY_EMPTY && *slot_key(t, i) != KEY_GONE)
-        i = (i + 1) & (t->cap - 1);
-    if (*slot_key(t, i) == KEY_GONE)
-        t->gone--;
-    uintptr_t *e = slot_key(t, i);
-    memset(e, 0, t->entry);
-    *e = key;
-    if (++t->used > t->peak)
-        t->peak = t->used;
+    size_t icap = 128;
+    while (icap < 2 * entries)
+        icap *= 2;
+    return icap;
+}
+
+/* Columns with room for cap entries (moved, not copied, by mremap). */
+static bool columns_resize(struct table *t, size_t cap)
+{
+    for (unsigned c = 0; c < t->ncols; c++) {
+        void *p = t->col[c] ? mremap(t->col[c], t->cap * sizeof(uintptr_t),
+                                     cap * sizeof(uintptr_t), MREMAP_MAYMOVE)
+                            : map_bytes(cap * sizeof(uintptr_t));
+        if (p == MAP_FAILED || !p) {
+            /* Columns already resized stay larger: harmless. */
+            return false;
+        }
+        t->col[c] = p;
+    }
+    t->cap = cap;
+    return true;
+}
+
+/* A new entry for a key known to be absent: its number (the caller fills
+ * the other columns), or SIZE_MAX without memory. */
+static size_t table_insert(struct table *t, uintptr_t key)
+{
+    if (t->n == t->cap && !columns_resize(t, t->cap ? 2 * t->cap : 64))
+        return SIZE_MAX;
+    if (2 * (t->n + 1) > t->icap && !index_build(t, index_size_for(t->n + 1)))
+        return SIZE_MAX;
+    size_t e = t->n++;
+    t->col[0][e] = key;
+    index_put(t, e);
+    if (t->n > t->peak)
+        t->peak = t->n;
     return e;
 }
 
-static void table_delete(struct table *t, size_t i)
+/* Empty index slot i, shifting back the entries of its run that may
+ * use it (so that no probe stops early). */
+static void index_remove_slot(struct table *t, size_t i)
 {
-    *slot_key(t, i) = KEY_GONE;
-    t->used--;
-    t->gone++;
+    size_t mask = t->icap - 1;
+    for (size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        uint32_t v = t->index[j];
+        if (!v)
+            break;
+        size_t home = hash_of(t, t->col[0][v - 1]);
+        /* v may move to i if its home is not in (i, j] (cyclically). */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            t->index[i] = v;
+            i = j;
+        }
+    }
+    t->index[i] = 0;
 }
 
-/* After a collection deleted many entries: reclaim their slots (and the
- * memory of a table that emptied). */
+/* The index slot of entry e. */
+static size_t index_slot_of(const struct table *t, size_t e)
+{
+    size_t i = hash_of(t, t->col[0][e]);
+    while (t->index[i] != e + 1)
+        i = (i + 1) & (t->icap - 1);
+    return i;
+}
+
+/* Delete entry e: the last entry takes its place. */
+static void table_delete(struct table *t, size_t e)
+{
+    index_remove_slot(t, index_slot_of(t, e));
+    size_t last = --t->n;
+    if (e != last) {
+        size_t i = index_slot_of(t, last);
+        for (unsigned c = 0; c < t->ncols; c++)
+            t->col[c][e] = t->col[c][last];
+        t->index[i] = (uint32_t)(e + 1);
+    }
+}
+
+/* After a collection: drop the entries it marked dead (keeping the order
+ * of the others), fit the memory to the entries the table held since the
+ * last time, and build the index again. */
 static void table_tidy(struct table *t)
 {
-    /* Collections walk every slot: a table that stays mostly empty
-     * shrinks (not one that fills up again between collections). */
-    if (t->gone > t->cap / 4 || (t->cap > 64 && t->peak < t->cap / 8))
-        table_resize(t, t->peak > t->used ? t->peak : t->used);
-    t->peak = t->used;
+    bool moved = t->dead != 0;
+    if (moved) {
+        uintptr_t *keys = t->col[0];
+        size_t n = 0;
+        for (size_t e = 0; e < t->n; e++) {
+            if (keys[e] == KEY_DEAD)
+                continue;
+            if (n != e)
+                for (unsigned c = 0; c < t->ncols; c++)
+                    t->col[c][n] = t->col[c][e];
+            n++;
+        }
+        t->n = n;
+        t->dead = 0;
+    }
+    size_t want = t->peak > t->n ? t->peak : t->n;
+    /* What a past peak left goes: columns beyond four times the recent
+     * peak, an index beyond twice the size it needs. */
+    if (t->cap > 64 && t->cap > 4 * want) {
+        size_t cap = 64;
+        while (cap < 2 * want)
+            cap *= 2;
+        columns_resize(t, cap);
+    }
+    if (t->icap) {
+        size_t icap = index_size_for(want);
+        /* At the same size the index needs no memory: it cannot fail. */
+        if (!(t->icap > 2 * icap && index_build(t, icap)) && moved)
+            index_build(t, t->icap);
+    }
+    t->peak = t->n;
 }
 
 /* ------------------------------------------------------------------ */
@@ -253,7 +297,7 @@ static void table_tidy(struct table *t)
 
 size_t lf_finalize_entries(void)
 {
-    return fz.fins.used + fz.links[0].used + fz.links[1].used;
+    return fz.fins.n + fz.links[0].n + fz.links[1].n;
 }
 
 /* Is p inside an object in use (allocated, or dead but not yet swept)?
@@ -268,17 +312,17 @@ static void register_finalizer(void *obj, GC_finalization_proc fn, void *cd,
 {
     lf_ensure_init();
     lock();
-    size_t i = table_find(&fz.fins, (uintptr_t)obj);
+    struct table *t = &fz.fins;
+    size_t i = table_find(t, (uintptr_t)obj);
     if (i != SIZE_MAX) {
-        struct fin_entry *e = (struct fin_entry *)slot_key(&fz.fins, i);
         if (ofn)
-            *ofn = e->fn;
+            *ofn = (GC_finalization_proc)t->col[F_FN][i];
         if (ocd)
-            *ocd = e->cd;
+            *ocd = (void *)t->col[F_CD][i];
         if (fn) {
-            e->fn = fn;
-            e->cd = cd;
-            e->mode = mode;
+            t->col[F_FN][i] = (uintptr_t)fn;
+            t->col[F_CD][i] = (uintptr_t)cd;
+            t->col[F_MODE][i] = mode;
         } else {
             table_delete(&fz.fins, i);
         }
@@ -302,15 +346,15 @@ static void register_finalizer(void *obj, GC_finalization_proc fn, void *cd,
         unlock();
         return;
     }
-    struct fin_entry *e = (struct fin_entry *)table_insert(&fz.fins, (uintptr_t)obj);
-    if (!e) {
+    i = table_insert(t, (uintptr_t)obj);
+    if (i == SIZE_MAX) {
         unlock();
         lf_warn("GC Warning: out of memory registering a finalizer for %p\n", (uintptr_t)obj);
         return;                         /* *ofn and *ocd unchanged */
     }
-    e->fn = fn;
-    e->cd = cd;
-    e->mode = mode;
+    t->col[F_FN][i] = (uintptr_t)fn;
+    t->col[F_CD][i] = (uintptr_t)cd;
+    t->col[F_MODE][i] = mode;
     fz.registered_since_gc++;
     if (ofn)
         *ofn = NULL;
@@ -363,11 +407,11 @@ static int register_link(struct table *t, void **link, const void *obj)
         unlock();
         return GC_DUPLICATE;
     }
-    struct link_entry *e = (struct link_entry *)table_insert(t, (uintptr_t)link);
-    if (e)
-        e->target = (uintptr_t)obj;
+    size_t e = table_insert(t, (uintptr_t)link);
+    if (e != SIZE_MAX)
+        t->col[L_TARGET][e] = (uintptr_t)obj;
     unlock();
-    return e ? GC_SUCCESS : GC_NO_MEMORY;
+    return e != SIZE_MAX ? GC_SUCCESS : GC_NO_MEMORY;
 }
 
 static int unregister_link(struct table *t, void **link)
@@ -399,10 +443,11 @@ static int move_link(struct table *t, void **link, void **new_link)
         if (table_find(t, (uintptr_t)new_link) != SIZE_MAX) {
             ret = GC_DUPLICATE;
         } else {
-            uintptr_t target = ((struct link_entry *)slot_key(t, i))->target;
-            table_delete(t, i);
-            struct link_entry *e = (struct link_entry *)table_insert(t, (uintptr_t)new_link);
-            e->target = target;     /* the deletion left room */
+            /* The key changes in place: the entry stays, its index slot
+             * moves. */
+            index_remove_slot(t, index_slot_of(t, i));
+            t->col[L_KEY][i] = (uintptr_t)new_link;
+            index_put(t, i);
         }
     }
     unlock();
@@ -460,18 +505,21 @@ void lf_finalize_forget(void *p, size_t bytes)
         table_delete(&fz.fins, i);
     for (int l = 0; l < 2; l++) {
         struct table *t = &fz.links[l];
-        if (!t->used)
+        if (!t->n)
             continue;
         uintptr_t lo = (uintptr_t)p, hi = lo + bytes;
-        if (bytes / sizeof(void *) <= t->cap) {
+        if (bytes / sizeof(void *) <= t->n) {
             for (uintptr_t a = lo; a < hi; a += sizeof(void *))
                 if ((i = table_find(t, a)) != SIZE_MAX)
                     table_delete(t, i);
         } else {
-            for (i = 0; i < t->cap; i++) {
-                uintptr_t k = *slot_key(t, i);
-                if (k != KEY_EMPTY && k != KEY_GONE && k >= lo && k < hi)
+            /* A deletion moves the last entry to i: look at i again. */
+            for (i = 0; i < t->n;) {
+                uintptr_t k = t->col[L_KEY][i];
+                if (k >= lo && k < hi)
                     table_delete(t, i);
+                else
+                    i++;
             }
         }
     }
@@ -729,18 +777,13 @@ LFGC_EXPORT void *GC_finalized_malloc(size_t bytes, const struct GC_finalizer_cl
 /* ------------------------------------------------------------------ */
 /* The collection                                                       */
 
-/* Roots, world stopped: client data of every registration, the queue
- * (objects waiting for their finalizers, with what they reach) and the
- * strong toggle references. */
+/* Roots, world stopped: client data of every registration (one range:
+ * the column), the queue (objects waiting for their finalizers, with what
+ * they reach) and the strong toggle references. */
 void lf_finalize_mark_roots(void)
 {
-    if (fz.fins.used) {
-        for (size_t i = 0; i < fz.fins.cap; i++) {
-            struct fin_entry *e = (struct fin_entry *)slot_key(&fz.fins, i);
-            if (e->key != KEY_EMPTY && e->key != KEY_GONE && lowfat_is_heap_ptr(e->cd))
-                lf_mark_push(&e->cd, &e->cd + 1);
-        }
-    }
+    if (fz.fins.n)
+        lf_mark_push(fz.fins.col[F_CD], fz.fins.col[F_CD] + fz.fins.n);
     if (fz.len > fz.head)
         lf_mark_push(&fz.queue[fz.head], &fz.queue[fz.len]);
     if (fz.disclaim_kinds)
@@ -753,6 +796,40 @@ void lf_finalize_mark_roots(void)
     }
 }
 
+/* The mark bit of the object p points into, as lf_mark_is_set and
+ * lf_mark_set see it, found once: the word holding it and its mask.
+ * Without a word, the mask is the answer: 1 when p is not in the heap
+ * (not the collector's to free, so it counts as marked), 0 when no span
+ * in use holds p (unmarked, and never set).  Inline: a collection asks it
+ * of every entry. */
+struct mark_ref {
+    uint64_t *word;
+    uint64_t mask;
+};
+
+static inline struct mark_ref mark_ref(uintptr_t p)
+{
+    if (!lowfat_is_heap_ptr((void *)p))
+        return (struct mark_ref){ NULL, 1 };
+    uint64_t c = ((uintptr_t)p >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
+    struct region *r = &lf_regions[c];
+    uint64_t q = (uint64_t)(((unsigned __int128)p * r->magic) >> 64);
+    if (c >= NUM_CLASSES || q < r->q0 || !lf_chunk_map[(q * r->size) >> CHUNK_SHIFT])
+        return (struct mark_ref){ NULL, 0 };
+    uint64_t bit = q - r->q0;
+    return (struct mark_ref){ &r->mark_bits[bit >> 6], 1ull << (bit & 63) };
+}
+
+static inline bool ref_marked(struct mark_ref m)
+{
+    return m.word ? (*m.word & m.mask) != 0 : m.mask != 0;
+}
+
+static inline bool is_marked(uintptr_t p)
+{
+    return ref_marked(mark_ref(p));
+}
+
 /* Write NULL into a link, unless it lies in a slot that is free (its
  * object was freed explicitly, which bdwgc calls unsafe): that would
  * break the free list. */
@@ -763,35 +840,41 @@ static void clear_link(uintptr_t link)
     *(void **)link = NULL;
 }
 
-/* Clear the links of table t whose objects are unmarked. */
-static void links_disappear(int l)
+/* Clear the links of table l whose objects are unmarked; with drop, also
+ * forget the links that lie in unmarked heap objects (they die with
+ * them).  Entries that go are marked dead; table_tidy removes them. */
+static void links_decide(int l, bool drop)
 {
     struct table *t = &fz.links[l];
-    fz.cleared[l] = 0;
-    if (!t->used)
-        return;
-    for (size_t i = 0; i < t->cap; i++) {
-        struct link_entry *e = (struct link_entry *)slot_key(t, i);
-        if (e->key == KEY_EMPTY || e->key == KEY_GONE || lf_mark_is_set((void *)e->target))
+    uintptr_t *keys = t->col[L_KEY], *targets = t->col[L_TARGET];
+    for (size_t e = 0; e < t->n; e++) {
+        uintptr_t link = keys[e];
+        if (link == KEY_DEAD)
             continue;
-        clear_link(e->key);
-        table_delete(t, i);
-        fz.cleared[l]++;
+        if (!is_marked(targets[e])) {
+            clear_link(link);
+            fz.cleared[l]++;
+        } else if (!(drop && !is_marked(link))) {
+            continue;
+        } else {
+            fz.dropped_links++;
+        }
+        keys[e] = KEY_DEAD;
+        t->dead++;
     }
 }
 
-/* Drop the links that lie in unmarked heap objects: they die with them. */
+/* Short links whose own memory is unmarked go (after finalization decided
+ * what stays). */
 static void links_drop_dangling(int l)
 {
     struct table *t = &fz.links[l];
-    if (!t->used)
-        return;
-    for (size_t i = 0; i < t->cap; i++) {
-        struct link_entry *e = (struct link_entry *)slot_key(t, i);
-        if (e->key == KEY_EMPTY || e->key == KEY_GONE)
-            continue;
-        if (lowfat_is_heap_ptr((void *)e->key) && !lf_mark_is_set((void *)e->key)) {
-            table_delete(t, i);
+    uintptr_t *keys = t->col[L_KEY];
+    for (size_t e = 0; e < t->n; e++) {
+        uintptr_t link = keys[e];
+        if (link != KEY_DEAD && !is_marked(link)) {
+            keys[e] = KEY_DEAD;
+            t->dead++;
             fz.dropped_links++;
         }
     }
@@ -829,62 +912,82 @@ static bool queue_reserve(size_t more)
 static void finalizers_decide(void)
 {
     struct table *t = &fz.fins;
+    uintptr_t *keys = t->col[F_KEY], *modes = t->col[F_MODE];
     fz.cycles = 0;
-    /* 2: what unreachable finalizable objects reach is kept. */
-    for (size_t i = 0; i < t->cap; i++) {
-        struct fin_entry *e = (struct fin_entry *)slot_key(t, i);
-        if (e->key == KEY_EMPTY || e->key == KEY_GONE || e->mode == FIN_NO_ORDER ||
-            lf_mark_is_set((void *)e->key))
+    /* Finalizers already run leave the queue first: growing it below must
+     * not move the entries this decision adds (see queue_reserve). */
+    if (fz.head) {
+        memmove(fz.queue, fz.queue + fz.head, (fz.len - fz.head) * sizeof *fz.queue);
+        fz.len -= fz.head;
+        fz.head = 0;
+    }
+    /* 2: what unreachable finalizable objects reach is kept.  Each one
+     * unmarked when its turn comes is a candidate, in the queue (with its
+     * entry number in `mode`, until it is known whether it goes); one
+     * marked by then is reachable from another, and stays. */
+    size_t first = fz.len;
+    bool no_order = false;
+    /* Newest first: new objects tend to point to older ones, which are
+     * then marked before their turn, and need no walk of their own. */
+    for (size_t e = t->n; e-- > 0;) {
+        uintptr_t obj = keys[e];
+        if (is_marked(obj))
             continue;
-        lf_mark_contents((void *)e->key, e->mode == FIN_IGNORE_SELF);
-        if (lf_mark_is_set((void *)e->key)) {
+        if (fz.len == fz.cap && !queue_reserve(1))
+            break;                      /* left for a later collection */
+        fz.queue[fz.len++] = (struct ready){ (void *)obj, NULL, NULL, e };
+        if (modes[e] == FIN_NO_ORDER) {
+            no_order = true;
+            continue;
+        }
+        lf_mark_contents((void *)obj, modes[e] == FIN_IGNORE_SELF);
+        if (is_marked(obj)) {
             /* It reaches itself: never finalized (nor collected). */
             if (!fz.cycles++)
-                fz.cycle_example = e->key;
+                fz.cycle_example = obj;
         }
     }
     lf_mark_finish();
-    /* 3: the rest are ready.  The queue keeps them (and the table slot
-     * each came from, in `mode`, until it is known they go). */
-    size_t first = fz.len;
-    for (size_t i = 0; i < t->cap; i++) {
-        struct fin_entry *e = (struct fin_entry *)slot_key(t, i);
-        if (e->key == KEY_EMPTY || e->key == KEY_GONE || lf_mark_is_set((void *)e->key))
+    /* 3: the candidates still unmarked are ready. */
+    size_t n = first;
+    bool unreachable_seen = false;
+    for (size_t q = first; q < fz.len; q++) {
+        if (is_marked((uintptr_t)fz.queue[q].obj))
             continue;
-        if (!queue_reserve(1))
-            break;                      /* left for a later collection */
-        fz.queue[fz.len++] = (struct ready){ (void *)e->key, e->fn, e->cd, i };
+        unreachable_seen |= modes[fz.queue[q].mode] == FIN_UNREACHABLE;
+        fz.queue[n++] = fz.queue[q];
     }
+    fz.len = n;
     /* What no-order objects reach stays too; with Java-style finalization
      * it also keeps alive the `unreachable` ones it reaches, which are not
      * finalized yet. */
-    bool unreachable_seen = false;
-    for (size_t q = first; q < fz.len; q++) {
-        struct fin_entry *e = (struct fin_entry *)slot_key(t, fz.queue[q].mode);
-        if (e->mode == FIN_NO_ORDER)
-            lf_mark_contents(fz.queue[q].obj, false);
-        unreachable_seen |= e->mode == FIN_UNREACHABLE;
+    if (no_order) {
+        for (size_t q = first; q < fz.len; q++)
+            if (modes[fz.queue[q].mode] == FIN_NO_ORDER)
+                lf_mark_contents(fz.queue[q].obj, false);
+        lf_mark_finish();
     }
-    lf_mark_finish();
-    size_t n = first;
+    n = first;
     for (size_t q = first; q < fz.len; q++) {
-        size_t slot = fz.queue[q].mode;
-        struct fin_entry *e = (struct fin_entry *)slot_key(t, slot);
-        if (unreachable_seen && GC_java_finalization && e->mode == FIN_UNREACHABLE &&
-            lf_mark_is_set(fz.queue[q].obj))
+        size_t e = fz.queue[q].mode;
+        struct mark_ref m = mark_ref(keys[e]);
+        if (unreachable_seen && GC_java_finalization && modes[e] == FIN_UNREACHABLE &&
+            ref_marked(m))
             continue;                   /* stays registered */
-        fz.queue[q].mode = e->mode;
-        fz.queue[n++] = fz.queue[q];
-        table_delete(t, slot);
+        fz.queue[n++] = (struct ready){ (void *)keys[e], (GC_finalization_proc)t->col[F_FN][e],
+                                        (void *)t->col[F_CD][e], modes[e] };
+        /* Ready objects are marked: they and all they reach survive until
+         * the finalizer has run (what they reach was marked above). */
+        if (m.word) {
+            *m.word |= m.mask;
+            struct region *r = region_of((void *)keys[e]);
+            fz.queued_bytes += r->large ? GC_size((void *)keys[e]) : r->size;
+        }
+        keys[e] = KEY_DEAD;
+        t->dead++;
     }
     fz.len = n;
     fz.queued_now = n - first;
-    for (size_t q = first; q < fz.len; q++)
-        fz.queued_bytes += GC_size(fz.queue[q].obj);
-    /* Ready objects are marked: they and all they reach survive until the
-     * finalizer has run (what they reach was marked above). */
-    for (size_t q = first; q < fz.len; q++)
-        lf_mark_set(fz.queue[q].obj);
 }
 
 /* With the world stopped, after marking and before the sweep. */
@@ -899,20 +1002,22 @@ void lf_finalize_after_mark(void)
     for (size_t i = 0; i < fz.toggles_len; i++)
         if (fz.toggles[i] && !lf_mark_is_set(toggle_obj(fz.toggles[i])))
             fz.toggles[i] = 0;
-    if (!fz.fins.used && !fz.links[0].used && !fz.links[1].used) {
+    if (!fz.fins.n && !fz.links[0].n && !fz.links[1].n) {
         if (fz.disclaim_kinds)
             disclaim_after_mark();
         return;
     }
-    links_disappear(0);
-    if (fz.fins.used) {
+    /* 1: short links; with no finalizers nothing is marked after this, so
+     * the links lying in dead objects can go in the same walk. */
+    links_decide(0, !fz.fins.n);
+    if (fz.fins.n) {
         lf_mark_serial(true);
         finalizers_decide();
         lf_mark_serial(false);
+        links_drop_dangling(0);
     }
-    links_disappear(1);
-    links_drop_dangling(0);
-    links_drop_dangling(1);
+    /* 4 and 5: long links, and those lying in unmarked objects. */
+    links_decide(1, true);
     if (fz.disclaim_kinds)
         disclaim_after_mark();
 }
@@ -933,14 +1038,14 @@ void lf_finalize_after_restart(void)
     if (fz.cycles)
         lf_warn("GC Warning: finalization cycle involving %p: its objects are never "
                 "finalized\n", fz.cycle_example);
-    if (lf_print_stats && (fz.fins.used || fz.links[0].used || fz.links[1].used ||
+    if (lf_print_stats && (fz.fins.n || fz.links[0].n || fz.links[1].n ||
                            fz.queued_now || fz.cleared[0] || fz.cleared[1]))
         fprintf(stderr,
                 "lfgc: finalization: %zu finalizers registered, %zu queued, %zu waiting; "
                 "links: %zu short (%zu cleared), %zu long (%zu cleared), %zu dropped with "
                 "their objects\n",
-                fz.fins.used, fz.queued_now, fz.len - fz.head, fz.links[0].used, fz.cleared[0],
-                fz.links[1].used, fz.cleared[1], fz.dropped_links);
+                fz.fins.n, fz.queued_now, fz.len - fz.head, fz.links[0].n, fz.cleared[0],
+                fz.links[1].n, fz.cleared[1], fz.dropped_links);
 }
 
 /* For the policy.  What a collection queued was dead: it counts as
@@ -1027,12 +1132,14 @@ LFGC_EXPORT void GC_finalize_all(void)
     for (;;) {
         lock();
         size_t moved = 0;
-        for (size_t i = 0; i < fz.fins.cap && fz.fins.used; i++) {
-            struct fin_entry *e = (struct fin_entry *)slot_key(&fz.fins, i);
-            if (e->key == KEY_EMPTY || e->key == KEY_GONE || !queue_reserve(1))
-                continue;
-            fz.queue[fz.len++] = (struct ready){ (void *)e->key, e->fn, e->cd, e->mode };
-            table_delete(&fz.fins, i);
+        struct table *t = &fz.fins;
+        /* From the last entry down: deleting it moves nothing. */
+        while (t->n && queue_reserve(1)) {
+            size_t e = t->n - 1;
+            fz.queue[fz.len++] = (struct ready){ (void *)t->col[F_KEY][e],
+                                                 (GC_finalization_proc)t->col[F_FN][e],
+                                                 (void *)t->col[F_CD][e], t->col[F_MODE][e] };
+            table_delete(t, e);
             moved++;
         }
         if (moved)

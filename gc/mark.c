@@ -1151,12 +1151,19 @@ void lf_mark_contents(const void *p, bool skip_self)
         return;
     }
     struct marker *m = &markers[0];
-    for (const uintptr_t *w = (const uintptr_t *)base; (uintptr_t)(w + 1) <= end; w++) {
-        if (*w - base < skip)
-            continue;
-        m->top = mark_word(m, *w, m->top, false, lf_base_only);
-        if (m->top - m->stack >= PUSH_DRAIN_DEPTH)
-            drain(m);
+    if (!skip) {
+        /* The marker's own loop: a push per word at most, and push_slow
+         * copes with a full stack. */
+        m->top = likely(!lf_base_only) ? scan_words(m, base, end, m->top, false, false)
+                                       : scan_words(m, base, end, m->top, false, true);
+    } else {
+        for (const uintptr_t *w = (const uintptr_t *)base; (uintptr_t)(w + 1) <= end; w++) {
+            if (*w - base < skip)
+                continue;
+            m->top = mark_word(m, *w, m->top, false, lf_base_only);
+            if (m->top - m->stack >= PUSH_DRAIN_DEPTH)
+                drain(m);
+        }
     }
     if (m->top != m->stack)
         drain(m);
