@@ -300,10 +300,33 @@ size_t lf_finalize_entries(void)
     return fz.fins.n + fz.links[0].n + fz.links[1].n;
 }
 
-/* Is p inside an object in use (allocated, or dead but not yet swept)?
- * Only such objects can be finalized. */
+/* Is p inside an allocated object?  Only such objects can be finalized
+ * (not a free slot, nor a dead one the lazy sweep has not reached).  Lock
+ * held.  Two cheap answers first, for a collectable small object that is
+ * not free: marked by the last collection (so not dead), or just
+ * allocated by this thread from the span it sweeps (its slot lies before
+ * the thread's sweep position there).  Else the full answer
+ * (lfgc_is_live), which looks for the span among every thread's. */
 static bool is_object(const void *p)
 {
+    void *base = lf_base(p);
+    if (!base)
+        return false;
+    struct region *r = region_of(base);
+    unsigned kind = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1;
+    if (!r->large && !lf_kinds[kind].manual && !lf_kinds[kind].uncollectable &&
+        !slot_is_free(base)) {
+        uint64_t bit = lowfat_slot_number(base) - r->q0;
+        if (bit_get(r->mark_bits, bit))
+            return true;
+        unsigned c = (unsigned)(r - lf_regions);
+        if (kind < NUM_CACHED_KINDS && c < NUM_SMALL_CLASSES) {
+            const struct sweep_cursor *cur = &lf_tl_cache->k[kind].cursor[c];
+            const struct span *s = &r->spans[span_index_of(r, (uintptr_t)base)];
+            if (cur->span == s && s->state != SPAN_UNSWEPT && bit < cur->next)
+                return true;
+        }
+    }
     return lfgc_is_live(p);
 }
 
