@@ -78,6 +78,7 @@ static LF_UNSCANNED struct {
     size_t head, len, cap;
     size_t queued_now;          /* queued by the current collection, from len - queued_now */
     uint64_t queued_bytes;      /* their bytes                               */
+    uint64_t queued_ptrfree;    /* of which in pointer-free kinds            */
     size_t registered_since_gc; /* new registrations since the last collection */
     uint64_t bytes_per_finalizer;   /* GC_set_allocd_bytes_per_finalizer     */
     /* Figures of the last collection, printed with GC_PRINT_STATS. */
@@ -730,7 +731,7 @@ static void disclaim_after_restart(void)
             *(lf_kinds[kind].ptrfree ? &ptrfree : &ptrful) += bytes;
     }
     fz.disclaimed_len = 0;
-    lf_policy_discount(ptrful, ptrfree);
+    lf_policy_discount(ptrful, ptrfree, true);
 }
 
 LFGC_EXPORT void GC_register_disclaim_proc(int kind, GC_disclaim_proc proc, int mark_from_all)
@@ -1004,7 +1005,11 @@ static void finalizers_decide(void)
         if (m.word) {
             *m.word |= m.mask;
             struct region *r = region_of((void *)keys[e]);
-            fz.queued_bytes += r->large ? GC_size((void *)keys[e]) : r->size;
+            void *base = lowfat_base((void *)keys[e]);
+            uint64_t bytes = r->large ? GC_size(base) : r->size;
+            fz.queued_bytes += bytes;
+            if (lf_kinds[lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1].ptrfree)
+                fz.queued_ptrfree += bytes;
         }
         keys[e] = KEY_DEAD;
         t->dead++;
@@ -1017,7 +1022,7 @@ static void finalizers_decide(void)
 void lf_finalize_after_mark(void)
 {
     fz.queued_now = 0;
-    fz.queued_bytes = 0;
+    fz.queued_bytes = fz.queued_ptrfree = 0;
     fz.registered_since_gc = 0;
     fz.dropped_links = 0;
     fz.cleared[0] = fz.cleared[1] = 0;
@@ -1053,8 +1058,12 @@ void lf_finalize_after_restart(void)
     if (fz.await)
         for (size_t q = fz.len - fz.queued_now; q < fz.len; q++)
             fz.await(fz.queue[q].obj);
-    if (fz.queued_now)
+    if (fz.queued_now) {
         AO_store_release(&lf_finalizers_due, 1);
+        /* Counted live by the collection: garbage once their finalizers
+         * have run (see lf_policy_discount). */
+        lf_policy_discount(fz.queued_bytes - fz.queued_ptrfree, fz.queued_ptrfree, false);
+    }
     table_tidy(&fz.fins);
     table_tidy(&fz.links[0]);
     table_tidy(&fz.links[1]);

@@ -805,7 +805,7 @@ bool lf_should_collect(void);              /* enough allocated to collect   */
 enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections);
 void lf_policy_choose(struct lf_cycle *cy);      /* world stopped, before marking */
 void lf_policy_after(const struct lf_cycle *cy); /* world stopped, spans classified */
-void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree);
+void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree, bool freed);
 void lf_stats_record_pause(uint64_t ns);
 void lf_stats_print_collection(uint64_t pause_ns);
 void lf_event(GC_EventType e);

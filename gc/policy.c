@@ -284,15 +284,23 @@ void lf_policy_choose(struct lf_cycle *cy)
     policy.live_before = lf_hs.live_bytes;
 }
 
-/* Bytes the last collection counted live that went right after it (the
- * objects disclaim procedures let go): they were dead, and the policy's
- * estimates of the live data must not keep them. */
-void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree)
+/* Bytes the last collection counted live that were dead: the objects
+ * disclaim procedures freed right after it (`freed`: gone from the live
+ * figures too), or those it queued for their finalizers (in the heap
+ * until a later collection frees them, but garbage once their finalizers
+ * have run).  The estimates the policy plans with must not keep them:
+ * else minor collections, which cannot free the finalized ones (marked,
+ * so old), look as good as full ones, and the heap grows instead. */
+void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree, bool freed)
 {
 #define SUB(x, n) ((x) = (x) > (n) ? (x) - (n) : 0)
-    SUB(lf_hs.live_bytes, ptrful + ptrfree);
-    SUB(lf_hs.live_ptrful, ptrful);
-    SUB(lf_hs.live_ptrfree, ptrfree);
+    if (freed) {
+        SUB(lf_hs.live_bytes, ptrful + ptrfree);
+        SUB(lf_hs.live_ptrful, ptrful);
+        SUB(lf_hs.live_ptrfree, ptrfree);
+        /* Found dead by the collection, not freed by the program. */
+        SUB(lf_hs.freed_since_gc, ptrful + ptrfree);
+    }
     SUB(lf_hs.est_ptrful, ptrful);
     SUB(lf_hs.est_ptrfree, ptrfree);
     if (!lf_hs.last_minor) {
@@ -300,8 +308,6 @@ void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree)
         SUB(policy.full_ptrfree, ptrfree);
         SUB(policy.full_old, ptrful + ptrfree);
     }
-    /* Found dead by the collection, not freed by the program. */
-    SUB(lf_hs.freed_since_gc, ptrful + ptrfree);
 #undef SUB
 }
 

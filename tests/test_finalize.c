@@ -956,11 +956,13 @@ Test(fin, allocation_runs_finalizers)
 }
 
 /* A program that finalizes most of what it allocates keeps a small heap:
- * what a collection queues counts as allocated again, and the heap does
- * not grow while finalizers are made faster than one per
- * GC_get_allocd_bytes_per_finalizer() bytes (here it grows by about 22 MB
- * with both rules, 39 MB without; bench/workloads/finalize.c: 10 MB
- * against 136 MB peak RSS). */
+ * what a collection queues counts as allocated again, the heap does not
+ * grow while finalizers are made faster than one per
+ * GC_get_allocd_bytes_per_finalizer() bytes, and what a collection queued
+ * is not counted as live data by the policy (else minor collections,
+ * which cannot free those objects once finalized, as they were marked,
+ * seem enough, and the heap grows instead: here by 3 MB, 0.75 MB with
+ * that rule; 39 MB without the first two). */
 static _Atomic long churn_finalized;
 static void churn_fin(void *obj, void *cd)
 {
@@ -1008,7 +1010,7 @@ Test(fin, finalizing_everything_keeps_the_heap_small, .timeout = 120)
     cr_assert(intact_at_finalization);
     cr_assert_geq(churn_finalized, 1000000 - 64, "%ld finalized", (long)churn_finalized);
     cr_log_info("heap grew by %zu bytes", grown);
-    cr_assert_leq(grown, 30 * MiB, "the heap grew by %zu bytes", grown);
+    cr_assert_leq(grown, 3 * MiB / 2, "the heap grew by %zu bytes", grown);
 }
 
 /* ------------------------------------------------------------------ */
