@@ -554,7 +554,6 @@ void lf_finalize_forget(void *p, size_t bytes)
 
 LFGC_EXPORT void GC_set_toggleref_func(GC_toggleref_func fn)
 {
-    lf_ensure_init();
     lock();
     fz.toggleref = fn;
     unlock();
@@ -1183,9 +1182,11 @@ LFGC_EXPORT void GC_finalize_all(void)
     }
 }
 
+/* This setter and the other two stored-procedure ones do not initialise
+ * the collector, as in bdwgc: programs call them before GC_init, which
+ * must still read the environment (Whippet sets GC_MARKERS after them). */
 LFGC_EXPORT void GC_set_finalizer_notifier(GC_finalizer_notifier_proc fn)
 {
-    lf_ensure_init();
     lock();
     fz.notifier = fn;
     GC_finalizer_notifier = fn;
@@ -1219,7 +1220,6 @@ LFGC_EXPORT int GC_get_java_finalization(void)
 
 LFGC_EXPORT void GC_set_await_finalize_proc(GC_await_finalize_proc fn)
 {
-    lf_ensure_init();
     lock();
     fz.await = fn;
     unlock();

@@ -474,6 +474,35 @@ Test(bdwgc_api, data_finalizer_notifier_before_init)
     cr_assert_eq(GC_get_finalizer_notifier(), notifier);
 }
 
+static GC_ToggleRefStatus toggleref_none(void *obj) { (void)obj; return GC_TOGGLE_REF_DROP; }
+static void await_none(void *obj) { (void)obj; }
+
+/* Whippet's bdw backend sets its procedures, then GC_MARKERS, then calls
+ * GC_init: the setters must leave the environment to GC_init. */
+Test(bdwgc_api, procedure_setters_before_init_leave_the_environment)
+{
+    cr_assert(!GC_is_init_called());
+    GC_set_finalizer_notifier(notifier);
+    GC_set_await_finalize_proc(await_none);
+    GC_set_toggleref_func(toggleref_none);
+    cr_assert(!GC_is_init_called(), "a procedure setter initialised the collector");
+    /* Three markers: no machine's default here, so the setting shows. */
+    setenv("GC_MARKERS", "3", 1);
+    GC_INIT();
+    cr_assert_eq(GC_get_parallel(), 2, "GC_MARKERS set before GC_init was ignored");
+    cr_assert_eq(GC_get_finalizer_notifier(), notifier);
+    cr_assert_eq(GC_get_await_finalize_proc(), await_none);
+    cr_assert_eq(GC_get_toggleref_func(), toggleref_none);
+    /* The collector works with what was set: live data kept, garbage gone. */
+    struct node *keep = GC_MALLOC(sizeof *keep);
+    cr_assert_not_null(keep);
+    keep->value = 0x5e77e45;
+    GC_hidden_pointer dead = tu_hide(GC_MALLOC(64));
+    tu_collect();
+    cr_assert_eq(keep->value, 0x5e77e45);
+    cr_assert(!tu_live(dead), "garbage survived");
+}
+
 Test(bdwgc_api, data_stackbottom_before_init)
 {
     cr_assert(!GC_is_init_called());
