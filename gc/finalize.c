@@ -189,7 +189,9 @@ static bool columns_resize(struct table *t, size_t cap)
                                      cap * sizeof(uintptr_t), MREMAP_MAYMOVE)
                             : map_bytes(cap * sizeof(uintptr_t));
         if (p == MAP_FAILED || !p) {
-            /* Columns already resized stay larger: harmless. */
+            /* Columns already grown stay larger than t->cap says: a
+             * later resize moves only their first t->cap words and
+             * leaves the rest mapped (lost, out of memory anyway). */
             return false;
         }
         t->col[c] = p;
