@@ -41,6 +41,9 @@ EXPORT size_t malloc_usable_size(void *p) { return lfgc_malloc_usable_size(p); }
 EXPORT int malloc_trim(size_t pad) { return lfgc_malloc_trim(pad); }
 EXPORT struct mallinfo2 mallinfo2(void) { return lfgc_mallinfo2(); }
 EXPORT struct mallinfo mallinfo(void) { return lfgc_mallinfo(); }
+EXPORT void malloc_stats(void) { lfgc_malloc_stats(); }
+EXPORT int malloc_info(int options, FILE *fp) { return lfgc_malloc_info(options, fp); }
+EXPORT int mallopt(int param, int value) { return lfgc_mallopt(param, value); }
 /* An old name of free that some programs still call. */
 EXPORT void cfree(void *p) { lfgc_free(p); }
 

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <malloc.h>
+#include <stdio.h>
 #include "lowfat.h"
 
 #ifdef __cplusplus
@@ -68,6 +69,16 @@ extern int lfgc_malloc_trim(size_t pad);
  * bytes), uordblks (bytes in use, thread caches included). */
 extern struct mallinfo2 lfgc_mallinfo2(void);
 extern struct mallinfo lfgc_mallinfo(void);
+/* As glibc's malloc_stats: those figures on stderr, in glibc's layout
+ * (arena 0 is the small-object spans; "mmap" lines are large objects). */
+extern void lfgc_malloc_stats(void);
+/* As glibc's malloc_info: the same figures as XML in glibc's format on fp;
+ * options must be 0 (else -1 and EINVAL).  No per-size lines. */
+extern int lfgc_malloc_info(int options, FILE *fp);
+/* As glibc's mallopt: its parameters tune glibc's arenas and thresholds,
+ * which lfgc does not have; each is accepted (1) and ignored, except an
+ * M_MXFAST glibc refuses (0). */
+extern int lfgc_mallopt(int param, int value);
 
 #ifdef __cplusplus
 }
