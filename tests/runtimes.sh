@@ -257,11 +257,12 @@ if check_symbols "$(ldconfig -p | awk '$1 == "libguile-3.0.so.1" { print $NF; ex
         rb_fail "guild compile writes a different .go on lfgc"
         rt_ok=0
     fi
-    # Guile 3.0.8 itself crashes now and then (on bdwgc as on lfgc) when
-    # its threads exit: "madvise failed: Cannot allocate memory" when
-    # giving a VM stack back, then SIGSEGV; and sometimes a SIGSEGV with no
-    # message (seen on bdwgc in CI's debug build).  Those are retried, at
-    # most twice; a run that crashes three times fails.
+    # Guile 3.0.8 itself crashes now and then (on bdwgc as on lfgc):
+    # "madvise failed: Cannot allocate memory" then SIGSEGV, or a SIGSEGV
+    # with no message, when a collection comes while a thread expands its
+    # VM stack (a race in Guile: docs/compatibility.md, "Guile 3.0.8's
+    # crashes").  Those are retried, at most twice; a run that crashes
+    # three times fails.
     RB_TRIES=3 RB_KNOWN_EXIT=139 RB_KNOWN_CRASH="madvise failed: Cannot allocate memory" run_both guile guile-3.0 --no-auto-compile -C "$work/go-tmp" "$wl/gc.scm"
     [ "$rb_ok" = 1 ] || rt_ok=0
     if [ "$rb_ok" = 1 ]; then
