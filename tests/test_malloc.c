@@ -478,30 +478,74 @@ Test(malloc_threads, cross_thread_free)
 /* A thread that frees in bursts of a few batches, then allocates as many
  * again, keeps its slots: handing them to the remote stack would only
  * have its next refills take them back (walking them twice).  A thread
- * that frees far more than it allocates still hands the surplus over. */
+ * that frees far more than it allocates still hands the surplus over.
+ * Which slots left the thread shows in what another thread's allocations
+ * get. */
+enum { BF_SIZE = 64, BF_BURST = 160, BF_MANY = 8192 };   /* batch: 64 slots */
+static uintptr_t bf_got[BF_MANY];
+static size_t bf_want;
+
+/* Allocates bf_want objects, notes where, frees them: its cache goes back
+ * to the global lists when it exits. */
+static void *bf_take(void *arg)
+{
+    (void)arg;
+    void **p = malloc(bf_want * sizeof *p);
+    for (size_t i = 0; i < bf_want; i++) {
+        p[i] = malloc(BF_SIZE);
+        bf_got[i] = (uintptr_t)p[i];
+    }
+    for (size_t i = 0; i < bf_want; i++)
+        free(p[i]);
+    free(p);
+    return NULL;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Another thread allocates n objects: how many were among the m of set? */
+static size_t taken_by_another_thread(uintptr_t *set, size_t m, size_t n)
+{
+    bf_want = n;
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, bf_take, NULL), 0);
+    pthread_join(t, NULL);
+    qsort(set, m, sizeof *set, ptr_cmp);
+    size_t hits = 0;
+    for (size_t i = 0; i < n; i++)
+        hits += bsearch(&bf_got[i], set, m, sizeof *set, ptr_cmp) != NULL;
+    return hits;
+}
+
 Test(malloc_threads, burst_frees_stay_with_the_thread)
 {
-    enum { SIZE = 64, BURST = 160, MANY = 8192 };   /* batch: 64 slots */
-    static void *v[MANY];
+    static void *v[BF_MANY];
+    static uintptr_t gone[BF_MANY];     /* freed: kept as numbers */
     for (int round = 0; round < 20; round++) {
-        for (int i = 0; i < BURST; i++)
-            v[i] = malloc(SIZE);
-        size_t before = mallinfo2().fordblks;
-        for (int i = 0; i < BURST; i++)
+        for (int i = 0; i < BF_BURST; i++)
+            v[i] = malloc(BF_SIZE);
+        for (int i = 0; i < BF_BURST; i++) {
+            gone[i] = (uintptr_t)v[i];
             free(v[i]);
-        size_t after = mallinfo2().fordblks;
-        cr_assert_eq(after, before, "round %d: %zu free bytes -> %zu: a burst of %d frees "
-                     "left the thread", round, before, after, BURST);
+        }
+        size_t hits = taken_by_another_thread(gone, BF_BURST, BF_BURST);
+        cr_assert_eq(hits, 0, "round %d: %zu of a burst of %d frees left the thread", round,
+                     hits, BF_BURST);
     }
-    for (int i = 0; i < MANY; i++)
-        v[i] = malloc(SIZE);
-    size_t before = mallinfo2().fordblks;
-    for (int i = 0; i < MANY; i++)
+    for (int i = 0; i < BF_MANY; i++)
+        v[i] = malloc(BF_SIZE);
+    for (int i = 0; i < BF_MANY; i++) {
+        gone[i] = (uintptr_t)v[i];
         free(v[i]);
-    size_t after = mallinfo2().fordblks;
-    cr_assert_geq(after, before + (MANY - 5 * 64) * SIZE,
-                  "%zu free bytes -> %zu after %d frees: the surplus stayed with the thread",
-                  before, after, MANY);
+    }
+    size_t want = BF_MANY - 5 * 64;
+    size_t hits = taken_by_another_thread(gone, BF_MANY, want);
+    cr_assert_geq(hits, want - 64, "another thread got %zu of %zu frees: the surplus stayed "
+                  "with the thread", hits, BF_MANY);
 }
 
 static void *churn_and_exit(void *arg)
@@ -753,8 +797,7 @@ Test(malloc_rss, mallinfo_figures)
     void *big = malloc(10 * MiB);
     memset(big, 1, 10 * MiB);       /* or GCC drops the malloc and the free */
     struct mallinfo2 b = mallinfo2();
-    /* Less what the thread's cache held (counted as in use) before. */
-    cr_assert_geq(b.uordblks, a.uordblks + 1000 * 1000 + 10 * MiB - 64 * KiB,
+    cr_assert_geq(b.uordblks, a.uordblks + 1000 * 1000 + 10 * MiB,
                   "in use %zu -> %zu after 11 MB", a.uordblks, b.uordblks);
     cr_assert_geq(b.hblkhd, a.hblkhd + 10 * MiB);
     cr_assert_eq(b.hblks, a.hblks + 1);
@@ -765,6 +808,56 @@ Test(malloc_rss, mallinfo_figures)
     struct mallinfo2 c = mallinfo2();
     cr_assert_lt(c.uordblks, b.uordblks - 10 * MiB);
     cr_assert_eq(c.hblks, a.hblks);
+}
+
+/* Free slots that threads keep in their caches are free in mallinfo2:
+ * this thread's and another's, which waits with its cache full. */
+static pthread_barrier_t mi_barrier;
+
+static void *mi_cacher(void *arg)
+{
+    (void)arg;
+    void *v[500];
+    for (int i = 0; i < 500; i++)
+        v[i] = malloc(2000);
+    pthread_barrier_wait(&mi_barrier);      /* allocated */
+    pthread_barrier_wait(&mi_barrier);
+    for (int i = 0; i < 500; i++)
+        free(v[i]);
+    pthread_barrier_wait(&mi_barrier);      /* freed, cached */
+    pthread_barrier_wait(&mi_barrier);
+    return NULL;
+}
+
+Test(malloc_rss, mallinfo_counts_cached_slots_as_free)
+{
+    void *v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = malloc(1000);
+    size_t slot = malloc_usable_size(v[0]);     /* 1024 */
+    struct mallinfo2 a = mallinfo2();
+    for (int i = 0; i < 1000; i++)
+        free(v[i]);
+    struct mallinfo2 b = mallinfo2();
+    cr_assert_eq(a.uordblks - b.uordblks, 1000 * slot, "in use %zu -> %zu after freeing %zu",
+                 a.uordblks, b.uordblks, 1000 * slot);
+    cr_assert_eq(b.fordblks - a.fordblks, 1000 * slot);
+    cr_assert_eq(b.ordblks - a.ordblks, 1000);
+    cr_assert_eq(a.arena, b.arena);
+
+    pthread_barrier_init(&mi_barrier, NULL, 2);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, mi_cacher, NULL), 0);
+    pthread_barrier_wait(&mi_barrier);
+    struct mallinfo2 c = mallinfo2();
+    pthread_barrier_wait(&mi_barrier);
+    pthread_barrier_wait(&mi_barrier);
+    struct mallinfo2 d = mallinfo2();
+    pthread_barrier_wait(&mi_barrier);
+    pthread_join(t, NULL);
+    pthread_barrier_destroy(&mi_barrier);
+    cr_assert_eq(c.uordblks - d.uordblks, 500 * 2048, "another thread's frees: in use %zu -> %zu",
+                 c.uordblks, d.uordblks);
 }
 
 /* ------------------------------------------------------------------ */
