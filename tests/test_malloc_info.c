@@ -60,8 +60,9 @@ static char *capture_file(int (*fn)(FILE *))
 
 static int info_to(FILE *f) { return malloc_info(0, f); }
 
-/* The text malloc_stats writes on stderr. */
-static char *capture_stderr(void)
+/* The text malloc_stats writes on stderr; *mi (unless NULL): mallinfo2
+ * just before, with the same objects live (tmpfile's FILE is one). */
+static char *capture_stderr(struct mallinfo2 *mi)
 {
     FILE *tmp = tmpfile();
     cr_assert_not_null(tmp);
@@ -69,6 +70,8 @@ static char *capture_stderr(void)
     int saved = dup(2);
     cr_assert_geq(saved, 0);
     cr_assert_eq(dup2(fileno(tmp), 2), 2);
+    if (mi)
+        *mi = mallinfo2();
     malloc_stats();
     fflush(stderr);
     cr_assert_eq(dup2(saved, 2), 2);
@@ -97,16 +100,16 @@ static size_t number_after(const char *text, const char *key, int nth)
 
 Test(malloc_info, stats_follow_the_heap)
 {
-    struct mallinfo2 before = mallinfo2();
-    char *s0 = capture_stderr();
+    struct mallinfo2 before;
+    char *s0 = capture_stderr(&before);
     size_t in_use0 = number_after(s0, "in use bytes", 1);
     size_t mmap0 = number_after(s0, "max mmap bytes", 0);
     cr_assert_eq(in_use0, before.uordblks, "malloc_stats says %zu in use, "
                  "mallinfo2 %zu:\n%s", in_use0, before.uordblks, s0);
 
     allocate();
-    struct mallinfo2 during = mallinfo2();
-    char *s1 = capture_stderr();
+    struct mallinfo2 during;
+    char *s1 = capture_stderr(&during);
     size_t in_use1 = number_after(s1, "in use bytes", 1);
     size_t mmap1 = number_after(s1, "max mmap bytes", 0);
     /* Small slots cached by the thread before may count as in use
@@ -121,7 +124,7 @@ Test(malloc_info, stats_follow_the_heap)
     cr_assert_eq(in_use1, during.uordblks);
 
     release();
-    char *s2 = capture_stderr();
+    char *s2 = capture_stderr(NULL);
     size_t in_use2 = number_after(s2, "in use bytes", 1);
     cr_assert_leq(in_use2, in_use1 - NLARGE * LARGE, "in use after free: %zu, "
                   "during: %zu:\n%s", in_use2, in_use1, s2);
