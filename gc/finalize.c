@@ -1,7 +1,8 @@
 /* finalize.c: finalizers, disappearing links and toggle references.
  *
  * Three tables, in memory of their own that no scan of roots sees (so an
- * entry never keeps its object alive), each an open-addressing hash:
+ * entry never keeps its object alive), each packed entries with a hash
+ * index (see "Tables" below):
  *   finalizers   keyed by the registered pointer;
  *   short links  keyed by the link's address (GC_general_register_disappearing_link);
  *   long links   keyed likewise (GC_register_long_link).
