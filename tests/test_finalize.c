@@ -961,8 +961,11 @@ Test(fin, allocation_runs_finalizers)
  * GC_get_allocd_bytes_per_finalizer() bytes, and what a collection queued
  * is not counted as live data by the policy (else minor collections,
  * which cannot free those objects once finalized, as they were marked,
- * seem enough, and the heap grows instead: here by 3 MB, 0.75 MB with
- * that rule; 39 MB without the first two). */
+ * seem enough, and the heap grows instead).  Measured against the same
+ * churn without finalizers first, which sizes the heap by the same rules
+ * (the roots weigh in: 1.5 MB here, 4 MB in the UBSan build): the
+ * finalizing churn then needs no more (without the third rule, 1.4 MB
+ * more; without the first two, tens of MB). */
 static _Atomic long churn_finalized;
 static void churn_fin(void *obj, void *cd)
 {
@@ -998,10 +1001,27 @@ static TU_NOINLINE void churn_all_finalizable(long n)
     memset((void *)churn_ring, 0, sizeof churn_ring);
 }
 
+static TU_NOINLINE void churn_plain(long n)
+{
+    uint64_t *prev = NULL;
+    for (long i = 0; i < n; i++) {
+        uint64_t *p = GC_MALLOC(64);
+        p[0] = 0x5eed;
+        p[1] = (uint64_t)(uintptr_t)((i & 3) == 0 ? prev : NULL);
+        churn_ring[i % 4096] = p;
+        prev = p;
+    }
+    memset((void *)churn_ring, 0, sizeof churn_ring);
+}
+
 Test(fin, finalizing_everything_keeps_the_heap_small, .timeout = 120)
 {
     cr_assert_eq(GC_get_allocd_bytes_per_finalizer(), 10000);
     intact_at_finalization = 1;
+    size_t plain0 = GC_get_heap_size();
+    churn_plain(1000000);
+    cr_log_info("the churn without finalizers: heap grew by %zu bytes",
+                GC_get_heap_size() - plain0);
     size_t before = GC_get_heap_size();
     churn_all_finalizable(1000000);
     size_t grown = GC_get_heap_size() > before ? GC_get_heap_size() - before : 0;
@@ -1009,8 +1029,8 @@ Test(fin, finalizing_everything_keeps_the_heap_small, .timeout = 120)
     tu_collect();
     cr_assert(intact_at_finalization);
     cr_assert_geq(churn_finalized, 1000000 - 64, "%ld finalized", (long)churn_finalized);
-    cr_log_info("heap grew by %zu bytes", grown);
-    cr_assert_leq(grown, 3 * MiB / 2, "the heap grew by %zu bytes", grown);
+    cr_log_info("heap grew by %zu bytes more", grown);
+    cr_assert_leq(grown, MiB / 2, "the heap grew by %zu bytes more", grown);
 }
 
 /* ------------------------------------------------------------------ */
