@@ -58,10 +58,12 @@ struct mark_entry {
  * words its 16-byte header spilled into a second page, doubling the
  * resident memory of the packets (1.3 MB of them on a 100,000-node list). */
 #define PACKET_WORDS (PAGE_SIZE / sizeof(uintptr_t) - 2)
-/* pause instructions an idle marker spins before it sleeps: about 0.5 ms
+/* pause instructions an idle marker spins before it sleeps: about 50 us
  * on the AMD EPYC machines this was measured on (a pause's length varies
- * between CPUs). */
-#define IDLE_SPINS 20000
+ * between CPUs).  Ten times as long spent a tenth of the CPU time of
+ * Whippet's mt-gcbench spinning, and lengthened its pauses on a loaded
+ * machine (docs/performance.md, "Whippet"). */
+#define IDLE_SPINS 2000
 /* Below this much to scan, one marker is faster (about 1 ms of marking);
  * a serial mark that has scanned this much wakes the helpers. */
 #define PARALLEL_MIN_LIVE ((uint64_t)4 << 20)
