@@ -906,6 +906,9 @@ static void links_drop_dangling(int l)
     }
 }
 
+/* Entries of an empty queue kept across collections (256 KiB). */
+#define QUEUE_KEEP 8192
+
 static bool queue_reserve(size_t more)
 {
     if (fz.head && fz.head == fz.len)
@@ -932,6 +935,19 @@ static bool queue_reserve(size_t more)
     fz.queue = n;
     fz.cap = cap;
     return true;
+}
+
+/* After a collection: an empty queue much larger than what collections
+ * queue now goes (a burst of finalization, then none, kept its pages for
+ * good); the next one that queues maps it again.  Lock held. */
+static void queue_tidy(void)
+{
+    if (fz.queue && fz.head == fz.len && fz.cap > QUEUE_KEEP &&
+        fz.queued_now < fz.cap / 8) {
+        munmap(fz.queue, fz.cap * sizeof *fz.queue);
+        fz.queue = NULL;
+        fz.head = fz.len = fz.cap = 0;
+    }
 }
 
 /* Steps 2 and 3: decide the finalizable objects. */
@@ -1069,6 +1085,7 @@ void lf_finalize_after_restart(void)
     table_tidy(&fz.fins);
     table_tidy(&fz.links[0]);
     table_tidy(&fz.links[1]);
+    queue_tidy();
     if (fz.cycles)
         lf_warn("GC Warning: finalization cycle involving %p: its objects are never "
                 "finalized\n", fz.cycle_example);
