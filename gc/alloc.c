@@ -670,6 +670,10 @@ static void *link_fresh(struct region *r, uint64_t *next, uint64_t end, size_t w
 static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned kind, size_t want,
                          bool plain, size_t *n)
 {
+    /* Leak-finding mode takes spans whole: a slot left unlinked behind
+     * the cursor, never allocated, would pass for a leak (leak.c). */
+    if (unlikely(GC_find_leak))
+        want = SIZE_MAX;
     if (lf_kinds[kind].manual)
         return link_fresh(r, &cur->next, cur->end, want, n);
     if (plain)

@@ -24,33 +24,6 @@ LFGC_EXPORT LF_UNSCANNED int GC_dont_expand;
 LFGC_EXPORT LF_UNSCANNED int GC_dont_precollect;
 LFGC_EXPORT LF_UNSCANNED int GC_java_finalization = 1;
 LFGC_EXPORT LF_UNSCANNED int GC_finalize_on_demand;
-LFGC_EXPORT LF_UNSCANNED int GC_find_leak;
-LFGC_EXPORT int GC_get_find_leak(void) { return GC_find_leak; }
-/* Leak-finding mode is not implemented: the flag is kept, and says so:
- * when the setter turns it on, or when collection turns on with the data
- * symbol or GC_FIND_LEAK (read then, as bdwgc's GC_init reads it) set. */
-static LF_UNSCANNED bool find_leak_warned;
-
-LFGC_EXPORT void GC_set_find_leak(int v)
-{
-    if (v && !GC_find_leak) {
-        find_leak_warned = true;
-        lf_warn("GC Warning: GC_set_find_leak(%p): leak detection mode is not supported; "
-                "collecting normally\n", (uintptr_t)v);
-    }
-    GC_find_leak = v;
-}
-
-void lf_find_leak_init(void)
-{
-    if (getenv("GC_FIND_LEAK"))
-        GC_find_leak = 1;
-    if (GC_find_leak && !find_leak_warned) {
-        find_leak_warned = true;
-        lf_warn("GC Warning: GC_find_leak is set: lfgc has no leak detection mode; "
-                "collecting normally%s\n", (uintptr_t)"");
-    }
-}
 /* Minor collections between full ones, at most (policy.c); bdwgc's 19 is
  * its own policy's. */
 LFGC_EXPORT LF_UNSCANNED int GC_full_freq = 64;

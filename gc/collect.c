@@ -92,6 +92,7 @@ static void heap_once_fn(void)
         lf_blacklist_initial_scan();
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
+    lf_leak_init();
     lf_heap_initialized = true;
 }
 
@@ -99,7 +100,7 @@ static void heap_once_fn(void)
 static void init_once_fn(void)
 {
     lf_threads_collection_on();
-    lf_find_leak_init();
+    lf_leak_collection_on();
     lf_gc_initialized = true;
 }
 

@@ -295,7 +295,8 @@ static bool check_protections(void)
  * this one must be full (tracking is being set up, or broke). */
 bool lf_dirty_begin(void)
 {
-    if (!wanted)
+    /* Leak-finding mode must see every dead object (leak.c). */
+    if (!wanted || GC_find_leak)
         return false;
     /* A child forked without the fork handlers would otherwise read and
      * protect its parent's pages through the inherited descriptors. */

@@ -527,9 +527,10 @@ extern int lf_log_fd;
 void lf_heap_resized(uint64_t heap_bytes);
 void lf_log(const char *fmt, uintptr_t arg);
 void lf_messages_flush(void);
-/* GC_find_leak (and GC_FIND_LEAK) when collection turns on: lfgc has no
- * leak-finding mode, which it says once (api.c). */
-void lf_find_leak_init(void);
+/* Leak-finding mode (leak.c): its collection hooks, at start-up; the
+ * environment and the exit check, when collection turns on. */
+void lf_leak_init(void);
+void lf_leak_collection_on(void);
 /* GC_set_disable_automatic_collection (compat.c): only explicit
  * collections and those of a heap that cannot grow. */
 extern bool lf_auto_collect_off;

@@ -84,9 +84,12 @@ GC_API int GC_dont_precollect;      /* 1 before GC_init: no start-up scan of
                                        first collection)                     */
 GC_API int GC_java_finalization;    /* 1 (default): see GC_register_finalizer_unreachable */
 GC_API int GC_finalize_on_demand;   /* 1: finalizers run only in GC_invoke_finalizers */
-GC_API int GC_find_leak;            /* accepted; leak mode is not supported  */
+GC_API int GC_find_leak;            /* leak-finding mode: collections report */
+                                    /* unreachable objects (docs/api.md)     */
 GC_API int GC_get_find_leak(void);
-/* Warns when turning it on: lfgc has no leak-finding mode. */
+/* Leak-finding mode on (1) or off: each collection reports on stderr the
+ * objects it found unreachable, once, then reclaims them; a last
+ * collection at exit reports what is left.  All collections are full. */
 GC_API void GC_set_find_leak(int);
 GC_API int GC_full_freq;            /* minor collections between full ones,
                                        at most (64; GC_FULL_FREQUENCY)       */

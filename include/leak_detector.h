@@ -2,11 +2,10 @@
  * into the collector's debugging calls (include it last, or with
  * -include).
  *
- * With bdwgc it serves its leak-finding mode (GC_find_leak): collections
- * report unreachable objects that were never freed.  lfgc has no such
- * mode (docs/compatibility.md): with this header a program's memory is
- * collected instead, which a leak cannot exhaust, and nothing is
- * reported; GC_find_leak set warns once.  CHECK_LEAKS() collects.
+ * It serves the leak-finding mode (GC_find_leak, GC_FIND_LEAK): collections
+ * report on stderr the unreachable objects that were never freed, each
+ * once, then reclaim them (docs/api.md).  CHECK_LEAKS() collects, and so
+ * reports.
  */
 #ifndef LFGC_LEAK_DETECTOR_H
 #define LFGC_LEAK_DETECTOR_H

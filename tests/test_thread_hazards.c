@@ -483,8 +483,7 @@ static void st_on_event(GC_EventType e)
         atomic_store(&st_stopped, 0);
     } else if (e == GC_EVENT_MARK_START && atomic_exchange(&st_warn_in_mark, 0)) {
         /* A call that warns, made while the world is stopped. */
-        GC_set_find_leak(1);
-        GC_set_find_leak(0);
+        GC_set_pages_executable(1);
     }
 }
 
@@ -518,13 +517,12 @@ Test(hazards, warn_proc_not_called_while_stopped, .timeout = 60)
                      "the warn proc was called while the world was stopped");
         cr_assert_eq(atomic_load(&wp_calls), 1, "the warning was lost (%ld calls)",
                      atomic_load(&wp_calls));
-        cr_assert_not_null(strstr(wp_msg, "leak detection"), "wrong warning: %s", wp_msg);
+        cr_assert_not_null(strstr(wp_msg, "never executable"), "wrong warning: %s", wp_msg);
         cr_assert_eq(wp_arg, 1);
     }
     /* Outside a pause, at once. */
     atomic_store(&wp_calls, 0);
-    GC_set_find_leak(1);
-    GC_set_find_leak(0);
+    GC_set_pages_executable(1);
     cr_assert_eq(atomic_load(&wp_calls), 1);
     GC_set_warn_proc(NULL);
     GC_set_on_collection_event(NULL);
@@ -573,8 +571,8 @@ static int sl_child(void)
         return 13;
     if (atomic_load(&st_warn_in_mark))
         return 14;
-    const char *want = "GC Warning: GC_set_find_leak(0x1): leak detection mode is not "
-                       "supported; collecting normally\n";
+    const char *want = "GC Warning: GC_set_pages_executable(0x1): lfgc's heap is never "
+                       "executable\n";
     return strcmp(out, want) == 0 ? 0 : 15;
 }
 
