@@ -10,14 +10,16 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sched.h>
 
 #include "internal.h"
 
 LF_UNSCANNED uint64_t lf_free_canary;
-LF_UNSCANNED struct thread_cache lf_empty_cache;
+LF_UNSCANNED struct thread_cache lf_empty_cache = {.free_map = lf_free_map_boot};
 __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
+/* The same variable, for liblfgc-malloc's free (see LF_PRIVATE_ABI). */
+extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
+    __attribute__((alias("lf_tl_cache"), visibility("default")));
 LF_UNSCANNED uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
 LF_UNSCANNED size_t lf_extra_bytes = 1;
 
@@ -31,9 +33,12 @@ void lf_alloc_init(void)
             c++;
         lf_request_class[n] = (uint8_t)c;
     }
-    if (getrandom(&lf_free_canary, sizeof lf_free_canary, 0) != sizeof lf_free_canary)
-        lf_free_canary = lf_now_ns() * 0x9e3779b97f4a7c15ull;
-    lf_free_canary |= LINK_TAG;       /* never a heap address */
+    /* The canary is the free map's address, so that free's fast path
+     * has it in the register it reads the map with.  Never a heap
+     * address (the map is made after the regions are reserved), and as
+     * random as the kernel's placement of mappings; a program cannot
+     * know it unless it reads a free slot, where any canary shows. */
+    lf_free_canary = (uint64_t)(uintptr_t)lf_free_map;
 }
 
 void *lf_oom(size_t bytes)
@@ -54,8 +59,11 @@ static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
         memset(lf_free_map + first, (int)(r - lf_regions) + 1, r->span_chunks);
 }
 
-void lf_cache_init_free_magic(struct thread_cache *tc)
+void lf_cache_arm_free(struct thread_cache *tc)
 {
+    tc->free_map = __atomic_load_n(&lf_free_map, __ATOMIC_ACQUIRE);
+    if (!lf_heap_initialized)
+        return;
     tc->free_magic[0] = 0;
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
         tc->free_magic[c + 1] = lowfat_magics[LOWFAT_FIRST_REGION + c];
@@ -1348,6 +1356,8 @@ void lf_manual_free_small(void *p, unsigned c)
     struct thread_cache *tc = lf_tl_cache;
     struct kind_cache *kc = &tc->mk;
     struct region *r = &lf_regions[c];
+    if (unlikely(!tc->free_magic[1]))
+        lf_cache_arm_free(tc);
     if (unlikely(lf_malloc_wipe))
         memset(p, 0, r->size);
     if (unlikely(lf_malloc_shuffle) && kc->free[c])

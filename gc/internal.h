@@ -234,6 +234,7 @@ extern uint8_t *lf_chunk_map;
  * address (2 GiB of address space, read-only beyond the heap): the free
  * fast path's one lookup for kind, class and heap membership. */
 extern uint8_t *lf_free_map;
+extern uint8_t lf_free_map_boot[4096];  /* what it points to until it is made */
 extern bool lf_layout_ok;
 /* Another copy of lfgc owned the heap when this one loaded: this copy
  * must not act (see "One instance per process" in docs/design.md). */
@@ -469,15 +470,76 @@ struct thread_cache {
      * collector (lf_thread_cache_create), which may never happen.  A
      * thread that only mallocs may block every signal. */
     uint8_t manual_only;
-    /* free_magic[k]: lowfat_magics of malloc's class k - 1, 0 for k = 0:
-     * what lfgc_free tests slot bases with, indexed by lf_free_map's byte
-     * (0 for anything but malloc's plain small spans, so 0 fails the test,
-     * as every entry of lf_empty_cache's does). */
+    /* What free's fast path reads (lf_free_fast), here so that it needs
+     * nothing but the cache: free_magic[k] is lowfat_magics of malloc's
+     * class k - 1, 0 for k = 0, indexed by lf_free_map's byte (0 for
+     * anything but malloc's plain small spans, so 0 fails the slot-base
+     * test, as every entry does until the cache is armed and in
+     * lf_empty_cache); free_map copies lf_free_map, which is also the
+     * free-slot canary.  liblfgc-malloc's free reads them too: their
+     * offsets, and those of mk.free and mk.credit, are a private interface
+     * between the two libraries (LF_PRIVATE_ABI). */
+    uint8_t *free_map;
     uint64_t free_magic[NUM_SMALL_CLASSES + 1];
 };
 extern __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec")));
 extern struct thread_cache lf_empty_cache;
-void lf_cache_init_free_magic(struct thread_cache *tc);
+/* A new cache: free_map set; the rest once the heap is set up (else the
+ * first free that takes the slow path does it). */
+void lf_cache_arm_free(struct thread_cache *tc);
+
+/* liblfgc-malloc reads struct thread_cache through this alias of
+ * lf_tl_cache, whose name carries the number: bump it whenever a field
+ * lf_free_fast reads moves, so that a liblfgc-malloc built for another
+ * layout fails to load rather than corrupt the heap. */
+#define LF_PRIVATE_ABI 1
+#define LF_PRIVATE_TLS_CACHE_(n) lfgc_private_tl_cache_##n
+#define LF_PRIVATE_TLS_CACHE(n) LF_PRIVATE_TLS_CACHE_(n)
+
+/* free's fast path, shared by lfgc_free and liblfgc-malloc's free: true
+ * when p went onto the thread's list.  The free map's address is the
+ * canary (lf_alloc_init), so one register serves both.  One byte of the
+ * free map gives k,
+ * 1 + the class when a span of malloc's plain small kind owns p's chunk
+ * (so: in the heap, a span in use, malloc's, small, not hardened, not the
+ * collector's), 0 otherwise; p is a slot base (its address a multiple of
+ * the class's size: the low product with the reciprocal is below the
+ * reciprocal, which is 0 for k = 0); it is not free (the canary); and the
+ * thread's credit of frees is not spent.  In assembly: GCC would copy the
+ * reciprocal into a register for the compare and compute the address of
+ * the thread's entries first (two instructions more). */
+static inline __attribute__((always_inline)) bool lf_free_fast(void *p, struct thread_cache *tc)
+{
+    uint64_t m, t, k, link;
+    __asm__ volatile goto("mov %c[map](%[tc]), %[m]\n\t"   /* map and canary */
+                          "mov %[p], %[k]\n\t"
+                          "shr %[chunk_shift], %[k]\n\t"
+                          "movzbl (%[m],%[k]), %k[k]\n\t"
+                          "mov %[p], %[t]\n\t"
+                          "imul %c[magic](%[tc],%[k],8), %[t]\n\t"
+                          "cmp %c[magic](%[tc],%[k],8), %[t]\n\t"
+                          "jae %l[slow]\n\t"                  /* not a slot base */
+                          "cmp %[m], 8(%[p])\n\t"
+                          "je %l[slow]\n\t"                   /* free already */
+                          "subq $1, %c[credit](%[tc],%[k],8)\n\t"
+                          "js %l[slow]\n\t"                   /* time to trim */
+                          "mov %c[head](%[tc],%[k],8), %[link]\n\t"
+                          "mov %[m], 8(%[p])\n\t"
+                          "btc $63, %[link]\n\t"              /* link_encode */
+                          "mov %[link], (%[p])\n\t"
+                          "mov %[p], %c[head](%[tc],%[k],8)"
+                          : [m] "=&r"(m), [t] "=&r"(t), [k] "=&r"(k), [link] "=&r"(link)
+                          : [p] "r"(p), [tc] "r"(tc), [chunk_shift] "i"(CHUNK_SHIFT),
+                            [map] "i"(offsetof(struct thread_cache, free_map)),
+                            [magic] "i"(offsetof(struct thread_cache, free_magic)),
+                            [credit] "i"(offsetof(struct thread_cache, mk.credit) - 8),
+                            [head] "i"(offsetof(struct thread_cache, mk.free) - 8)
+                          : "cc", "memory"
+                          : slow);
+    return true;
+slow:
+    return false;
+}
 
 extern uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
 extern size_t lf_extra_bytes;

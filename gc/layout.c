@@ -64,8 +64,8 @@ LF_UNSCANNED uint8_t *lf_chunk_map;
 /* Until the map is made (a free before the library's constructor and
  * before any malloc), the addresses below 256 MiB, NULL first, read zeros
  * here. */
-static LF_UNSCANNED uint8_t free_map_boot[4096];
-LF_UNSCANNED uint8_t *lf_free_map = (uint8_t *)free_map_boot;
+LF_UNSCANNED uint8_t lf_free_map_boot[4096];
+LF_UNSCANNED uint8_t *lf_free_map = lf_free_map_boot;
 LF_UNSCANNED bool lf_layout_ok;
 
 _Static_assert(LOWFAT_FIRST_REGION >= 1, "region 0 is non-fat");
@@ -282,6 +282,9 @@ bool lf_layout_init(void)
         return false;
     }
     __atomic_store_n(&lf_free_map, (uint8_t *)fm, __ATOMIC_RELEASE);
+    /* Caches are made after this (the constructor runs it before main), but
+     * threads without one use the empty cache's. */
+    __atomic_store_n(&lf_empty_cache.free_map, (uint8_t *)fm, __ATOMIC_RELEASE);
     return true;
 }
 

@@ -172,47 +172,14 @@ static __attribute__((noinline)) void free_slow(void *p)
     free_valid(p, r);
 }
 
-/* The fast path: one byte of the free map gives k, 1 + the class when a
- * span of malloc's plain small kind owns p's chunk (so: in the heap, a
- * span in use, malloc's, small, not hardened, not the collector's), 0
- * otherwise; p is a slot base (its address a multiple of the class's
- * size: the low product with the reciprocal is below the reciprocal,
- * which is 0 for k = 0 and in lf_empty_cache, so both fail); it is not
- * free (the canary); and the thread's credit of frees is not spent.
- * Anything else (NULL, foreign pointers, large objects, the hardened
- * modes, a thread without a cache) takes the slow path, which says what
- * is wrong. */
+/* The fast path is lf_free_fast (internal.h), which liblfgc-malloc's free
+ * runs too; anything it does not take (NULL, foreign pointers, large
+ * objects, the hardened modes, a thread without a cache) goes to the
+ * slow path, which says what is wrong. */
 LFGC_EXPORT void lfgc_free(void *p)
 {
-    struct thread_cache *tc = lf_tl_cache;
-    size_t k = lf_free_map[(uintptr_t)p >> CHUNK_SHIFT];
-    uint64_t t, link;
-    /* In assembly: GCC would copy the reciprocal into a register for the
-     * compare, and compute the address of the thread's entries first
-     * (two instructions more than the fourteen here). */
-    __asm__ volatile goto("mov %[p], %[t]\n\t"
-                 "imul %c[magic](%[tc],%[k],8), %[t]\n\t"
-                 "cmp %c[magic](%[tc],%[k],8), %[t]\n\t"
-                 "jae %l[slow]\n\t"                  /* not a slot base */
-                 "mov %[canary], %[t]\n\t"
-                 "cmp %[t], 8(%[p])\n\t"
-                 "je %l[slow]\n\t"                   /* free already */
-                 "subq $1, %c[credit](%[tc],%[k],8)\n\t"
-                 "js %l[slow]\n\t"                   /* time to trim */
-                 "mov %c[head](%[tc],%[k],8), %[link]\n\t"
-                 "mov %[t], 8(%[p])\n\t"
-                 "btc $63, %[link]\n\t"              /* link_encode */
-                 "mov %[link], (%[p])\n\t"
-                 "mov %[p], %c[head](%[tc],%[k],8)"
-                 : [t] "=&r"(t), [link] "=&r"(link)
-                 : [p] "r"(p), [tc] "r"(tc), [k] "r"(k), [canary] "m"(lf_free_canary),
-                   [magic] "i"(offsetof(struct thread_cache, free_magic)),
-                   [credit] "i"(offsetof(struct thread_cache, mk.credit) - 8),
-                   [head] "i"(offsetof(struct thread_cache, mk.free) - 8)
-                 : "cc", "memory"
-                 : slow);
-    return;
-slow:
+    if (likely(lf_free_fast(p, lf_tl_cache)))
+        return;
     free_slow(p);
 }
 

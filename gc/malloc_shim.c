@@ -17,12 +17,26 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "lfgc_malloc.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
+/* free's fast path runs here, not behind a jump to lfgc_free: it reads
+ * nothing but liblfgc's thread cache, through its private alias (see
+ * LF_PRIVATE_ABI in internal.h). */
+extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
+    __attribute__((tls_model("initial-exec")));
+
+static inline __attribute__((always_inline)) void fast_free(void *p)
+{
+    if (likely(lf_free_fast(p, LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI))))
+        return;
+    lfgc_free(p);
+}
+
 EXPORT void *malloc(size_t n) { return lfgc_malloc(n); }
-EXPORT void free(void *p) { lfgc_free(p); }
+EXPORT void free(void *p) { fast_free(p); }
 EXPORT void *calloc(size_t count, size_t size) { return lfgc_calloc(count, size); }
 EXPORT void *realloc(void *p, size_t n) { return lfgc_realloc(p, n); }
 EXPORT void *reallocarray(void *p, size_t count, size_t size)
@@ -45,7 +59,7 @@ EXPORT void malloc_stats(void) { lfgc_malloc_stats(); }
 EXPORT int malloc_info(int options, FILE *fp) { return lfgc_malloc_info(options, fp); }
 EXPORT int mallopt(int param, int value) { return lfgc_mallopt(param, value); }
 /* An old name of free that some programs still call. */
-EXPORT void cfree(void *p) { lfgc_free(p); }
+EXPORT void cfree(void *p) { fast_free(p); }
 
 /* ------------------------------------------------------------------ */
 /* C++                                                                  */
@@ -130,25 +144,25 @@ NEW(_ZnamSt11align_val_tRKSt9nothrow_t, size_t n, size_t a, const struct lf_noth
     (void)t;
     return new_aligned(n, a, 1);
 }
-DEL(_ZdlPv, void *p) { lfgc_free(p); }
-DEL(_ZdaPv, void *p) { lfgc_free(p); }
-DEL(_ZdlPvm, void *p, size_t n) { (void)n; lfgc_free(p); }
-DEL(_ZdaPvm, void *p, size_t n) { (void)n; lfgc_free(p); }
-DEL(_ZdlPvRKSt9nothrow_t, void *p, const struct lf_nothrow *t) { (void)t; lfgc_free(p); }
-DEL(_ZdaPvRKSt9nothrow_t, void *p, const struct lf_nothrow *t) { (void)t; lfgc_free(p); }
-DEL(_ZdlPvSt11align_val_t, void *p, size_t a) { (void)a; lfgc_free(p); }
-DEL(_ZdaPvSt11align_val_t, void *p, size_t a) { (void)a; lfgc_free(p); }
-DEL(_ZdlPvmSt11align_val_t, void *p, size_t n, size_t a) { (void)n; (void)a; lfgc_free(p); }
-DEL(_ZdaPvmSt11align_val_t, void *p, size_t n, size_t a) { (void)n; (void)a; lfgc_free(p); }
+DEL(_ZdlPv, void *p) { fast_free(p); }
+DEL(_ZdaPv, void *p) { fast_free(p); }
+DEL(_ZdlPvm, void *p, size_t n) { (void)n; fast_free(p); }
+DEL(_ZdaPvm, void *p, size_t n) { (void)n; fast_free(p); }
+DEL(_ZdlPvRKSt9nothrow_t, void *p, const struct lf_nothrow *t) { (void)t; fast_free(p); }
+DEL(_ZdaPvRKSt9nothrow_t, void *p, const struct lf_nothrow *t) { (void)t; fast_free(p); }
+DEL(_ZdlPvSt11align_val_t, void *p, size_t a) { (void)a; fast_free(p); }
+DEL(_ZdaPvSt11align_val_t, void *p, size_t a) { (void)a; fast_free(p); }
+DEL(_ZdlPvmSt11align_val_t, void *p, size_t n, size_t a) { (void)n; (void)a; fast_free(p); }
+DEL(_ZdaPvmSt11align_val_t, void *p, size_t n, size_t a) { (void)n; (void)a; fast_free(p); }
 DEL(_ZdlPvSt11align_val_tRKSt9nothrow_t, void *p, size_t a, const struct lf_nothrow *t)
 {
     (void)a;
     (void)t;
-    lfgc_free(p);
+    fast_free(p);
 }
 DEL(_ZdaPvSt11align_val_tRKSt9nothrow_t, void *p, size_t a, const struct lf_nothrow *t)
 {
     (void)a;
     (void)t;
-    lfgc_free(p);
+    fast_free(p);
 }

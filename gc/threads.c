@@ -311,7 +311,7 @@ static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
     rec->alt = pending_alt;
     rec->state = T_RUNNING;
     rec->cache.manual_only = manual_only;
-    lf_cache_init_free_magic(&rec->cache);
+    lf_cache_arm_free(&rec->cache);
     rec->next = threads;
     threads = rec;
     tl_self = rec;
