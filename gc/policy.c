@@ -215,8 +215,24 @@ static bool full_may_reclaim(uint64_t need)
     if (old > policy.full_old && old - policy.full_old >= step)
         return true;
     uint64_t full = policy.full_ptrful + policy.full_ptrfree;
-    return policy.minors_keep_garbage && lf_hs.live_bytes > full &&
-           lf_hs.live_bytes - full >= step;
+    uint64_t grown = lf_hs.live_bytes > full ? lf_hs.live_bytes - full : 0;
+    if (grown < step)
+        return false;
+    if (policy.minors_keep_garbage)
+        return true;
+    /* Without that evidence (it may date from a phase where the program
+     * built up its data), as bdwgc does after a partial collection: when
+     * the last minor collection freed almost nothing and what minor ones
+     * keep exceeds the last full collection's live data by a whole
+     * allocation between collections (computed from that live data).  A
+     * program building up its data pays a full collection each time its
+     * data grows by that fraction of itself, a bounded multiple of the
+     * data in all; one whose minor collections keep all garbage (dead old
+     * objects on written pages hold the young ones unlinked after them)
+     * grows its heap by no more than that before a full one frees it. */
+    uint64_t scan = 2 * policy.full_ptrful + policy.full_ptrfree / 4 + lf_roots_size() +
+                    2 * lf_stacks_size();
+    return grown >= scan / divisor() && lf_hs.reclaimed_last < grown / 64;
 }
 
 /* Whether a minor collection might find a growth step (at least `need`
