@@ -20,6 +20,7 @@ __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec
 /* The same variable, for liblfgc-malloc's free (see LF_PRIVATE_ABI). */
 extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
     __attribute__((alias("lf_tl_cache"), visibility("default")));
+LFGC_EXPORT const uint64_t lfgc_private_layout = LF_PRIVATE_LAYOUT;
 LF_UNSCANNED uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
 LF_UNSCANNED size_t lf_extra_bytes = 1;
 

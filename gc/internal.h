@@ -495,6 +495,24 @@ void lf_cache_arm_free(struct thread_cache *tc);
 #define LF_PRIVATE_ABI 1
 #define LF_PRIVATE_TLS_CACHE_(n) lfgc_private_tl_cache_##n
 #define LF_PRIVATE_TLS_CACHE(n) LF_PRIVATE_TLS_CACHE_(n)
+/* Should the number not be bumped, the layout itself is compared:
+ * liblfgc exports this value as built (lfgc_private_layout) and
+ * liblfgc-malloc checks it against its own at load, so that a pair from
+ * different builds stops with a message.  The salt only lets a test
+ * build a mismatched liblfgc-malloc. */
+#ifndef LF_PRIVATE_LAYOUT_SALT
+# define LF_PRIVATE_LAYOUT_SALT 0
+#endif
+#define LF_LAYOUT_MIX(h, v) (((h) ^ (uint64_t)(v)) * 0x100000001b3ull)
+#define LF_PRIVATE_LAYOUT                                                          \
+    LF_LAYOUT_MIX(LF_LAYOUT_MIX(LF_LAYOUT_MIX(LF_LAYOUT_MIX(LF_LAYOUT_MIX(        \
+    LF_LAYOUT_MIX(LF_LAYOUT_MIX(0xcbf29ce484222325ull, LF_PRIVATE_ABI),          \
+        offsetof(struct thread_cache, free_map)),                                \
+        offsetof(struct thread_cache, free_magic)),                              \
+        offsetof(struct thread_cache, mk.free)),                                 \
+        offsetof(struct thread_cache, mk.credit)),                               \
+        (uint64_t)NUM_SMALL_CLASSES << 8 | CHUNK_SHIFT),                         \
+        LINK_TAG ^ (uint64_t)LF_PRIVATE_LAYOUT_SALT)
 
 /* free's fast path, shared by lfgc_free and liblfgc-malloc's free: true
  * when p went onto the thread's list.  The free map's address is the

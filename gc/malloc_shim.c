@@ -28,6 +28,23 @@
 extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
     __attribute__((tls_model("initial-exec")));
 
+extern const uint64_t lfgc_private_layout;
+
+/* Before the program's constructors: a liblfgc.so.0 of another build
+ * than this library's would have its thread cache laid out otherwise,
+ * and free's fast path would write into the wrong fields. */
+__attribute__((constructor(101))) static void layout_check(void)
+{
+    if (lfgc_private_layout == LF_PRIVATE_LAYOUT)
+        return;
+    static const char msg[] = "lfgc-malloc: liblfgc-malloc.so and liblfgc.so.0 come from "
+                              "different builds of lfgc (their thread caches are laid out "
+                              "differently); aborting\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    abort();
+}
+
 static inline __attribute__((always_inline)) void fast_free(void *p)
 {
     if (likely(lf_free_fast(p, LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI))))
