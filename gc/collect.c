@@ -93,6 +93,7 @@ static void heap_once_fn(void)
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
     lf_leak_init();
+    lf_debug_alloc_init();
     lf_heap_initialized = true;
 }
 

@@ -1,10 +1,8 @@
 /* compat.c: the rest of bdwgc 8.2's public interface, for programs built
  * against it (docs/compatibility.md lists every call and its status).
  *
- * - The debugging allocator (GC_debug_*, what the macros become under
- *   GC_DEBUG): lfgc has no object headers to check, so these forward to
- *   the plain calls; GC_debug_free and GC_debug_realloc therefore accept
- *   exactly what GC_debug_malloc returned, and the plain calls do too.
+ * - The debugging calls that do what the plain ones do (the allocating
+ *   ones, which guard object ends, are in debug_alloc.c).
  * - Settings bdwgc keeps for its own policy (full-collection frequency,
  *   incremental rate, ...): stored and returned; lfgc's policy does not
  *   read them (docs/compatibility.md says what it does instead).
@@ -22,8 +20,7 @@
 #include "gc_mark.h"
 
 /* ------------------------------------------------------------------ */
-/* Debugging allocator: forwards (GC_EXTRAS is __FILE__, __LINE__ on
- * x86_64 Linux, as in bdwgc there).                                    */
+/* Debugging calls with nothing to check: they forward.               */
 
 #define LF_DEBUG_PARAMS const char *file, int line
 #define LF_UNUSED_EXTRAS() ((void)file, (void)line)
@@ -33,71 +30,6 @@ LFGC_EXPORT const size_t GC_debug_header_size = 0;
 LFGC_EXPORT size_t GC_get_debug_header_size(void)
 {
     return 0;
-}
-
-LFGC_EXPORT void *GC_debug_malloc(size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_malloc(n);
-}
-
-LFGC_EXPORT void *GC_debug_malloc_atomic(size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_malloc_atomic(n);
-}
-
-LFGC_EXPORT void *GC_debug_malloc_uncollectable(size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_malloc_uncollectable(n);
-}
-
-LFGC_EXPORT void *GC_debug_malloc_atomic_uncollectable(size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_malloc_atomic_uncollectable(n);
-}
-
-LFGC_EXPORT void *GC_debug_malloc_ignore_off_page(size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_malloc_ignore_off_page(n);
-}
-
-LFGC_EXPORT void *GC_debug_malloc_atomic_ignore_off_page(size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_malloc_atomic_ignore_off_page(n);
-}
-
-LFGC_EXPORT void *GC_debug_malloc_stubborn(size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_malloc(n);
-}
-
-LFGC_EXPORT char *GC_debug_strdup(const char *s, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_strdup(s);
-}
-
-LFGC_EXPORT char *GC_debug_strndup(const char *s, size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_strndup(s, n);
-}
-
-LFGC_EXPORT void GC_debug_free(void *p)
-{
-    GC_free(p);
-}
-
-LFGC_EXPORT void *GC_debug_realloc(void *p, size_t n, LF_DEBUG_PARAMS)
-{
-    LF_UNUSED_EXTRAS();
-    return GC_realloc(p, n);
 }
 
 LFGC_EXPORT void GC_debug_change_stubborn(const void *p)
@@ -113,18 +45,6 @@ LFGC_EXPORT void GC_debug_end_stubborn_change(const void *p)
 LFGC_EXPORT void GC_debug_ptr_store_and_dirty(void *p, const void *q)
 {
     GC_ptr_store_and_dirty(p, q);
-}
-
-/* bdwgc's malloc/realloc replacements under GC_DEBUG_REPLACEMENT: they
- * record no caller here either. */
-LFGC_EXPORT void *GC_debug_malloc_replacement(size_t n)
-{
-    return GC_malloc(n);
-}
-
-LFGC_EXPORT void *GC_debug_realloc_replacement(void *p, size_t n)
-{
-    return GC_realloc(p, n);
 }
 
 LFGC_EXPORT void GC_debug_register_displacement(size_t offset)

@@ -610,6 +610,8 @@ void lf_messages_flush(void);
 /* Leak-finding mode (leak.c): its collection hooks, at start-up; the
  * environment and the exit check, when collection turns on. */
 void lf_leak_init(void);
+/* The debugging allocator's check at each collection (debug_alloc.c). */
+void lf_debug_alloc_init(void);
 void lf_leak_collection_on(void);
 /* GC_set_disable_automatic_collection (compat.c): only explicit
  * collections and those of a heap that cannot grow. */

@@ -376,7 +376,7 @@ Test(bdwgc_api, data_all_interior_pointers_before_init)
     GC_all_interior_pointers = 0;
     GC_INIT();
     cr_assert_eq(GC_get_all_interior_pointers(), 0);
-    cr_assert_eq(GC_size(GC_MALLOC(16)), 16, "the extra byte was still added");
+    cr_assert_eq(GC_size(GC_malloc(16)), 16, "the extra byte was still added");
 }
 
 static TU_NOINLINE void garbage_mb(int mb)
@@ -564,7 +564,7 @@ Test(bdwgc_api, dump_named_with_the_lock_held, .timeout = 30)
 Test(bdwgc_api, dump_regions_lists_spans)
 {
     GC_INIT();
-    char *p = GC_MALLOC_ATOMIC(3000);
+    char *p = GC_malloc_atomic(3000);     /* plain: its kind is 0 */
     cr_assert_not_null(p);
     int fd = temp_log();
     GC_set_log_fd(fd);
