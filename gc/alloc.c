@@ -150,6 +150,23 @@ static void raise_heap_top(struct region *r, uint64_t j)
         AO_store_release((volatile AO_t *)&lowfat_heap_top[idx], top);
 }
 
+/* Bytes of freed large malloc'ed objects whose pages were kept (see
+ * large_retain).  Lock held. */
+static LF_UNSCANNED uint64_t large_retained;
+
+/* A released large span that kept its pages, if the region has one. */
+static struct span *retained_take(struct region *r, unsigned kind)
+{
+    for (struct span **link = &r->released; *link; link = &(*link)->next) {
+        struct span *s = *link;
+        if (s->dirty && span_usable(r, span_chunk_index(r, s), kind)) {
+            *link = s->next;
+            return s;
+        }
+    }
+    return NULL;
+}
+
 /* A span that grows the heap: a released pooled span, else a chunk the
  * frontier passed because it was blacklisted then, else one from the
  * frontier.  NULL when the region is full or the heap limit would be
@@ -161,9 +178,13 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
         return NULL;
     if (lf_hs.max_heap && lf_hs.heap_bytes + bytes > lf_hs.max_heap)
         return NULL;
-    struct span *s = list_take(r, &r->released, kind);
+    struct span *s = r->large && large_retained ? retained_take(r, kind) : NULL;
+    if (!s)
+        s = list_take(r, &r->released, kind);
     if (s) {
         lf_hs.released_bytes -= span_bytes(r, s);
+        if (r->large && s->dirty)
+            large_retained -= r->size;
     } else if ((s = list_take(r, &r->skipped, kind))) {
         raise_heap_top(r, span_chunk_index(r, s));
     } else {
@@ -189,6 +210,55 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
     return s;
 }
 
+/* Large malloc'ed objects freed keep their pages, up to a budget, on
+ * their region's released list (marked dirty, which no span released with
+ * MADV_DONTNEED is there): a program that frees and allocates such
+ * objects in turn (a growing buffer, realloc) would otherwise fault every
+ * page in again each time.  malloc_trim and GC_gcollect_and_unmap give
+ * them back.  Lock held. */
+/* Give retained spans' pages back to the OS until at most `keep` bytes
+ * are retained.  Lock held. */
+static bool large_retained_trim(uint64_t keep)
+{
+    bool any = false;
+    for (unsigned c = NUM_SMALL_CLASSES; c < NUM_CLASSES && large_retained > keep; c++) {
+        struct region *r = &lf_regions[c];
+        for (struct span *s = r->released; s && large_retained > keep; s = s->next) {
+            if (!s->dirty)
+                continue;
+            uint64_t base = r->start + (span_chunk_index(r, s) << CHUNK_SHIFT);
+            madvise((void *)base, r->size, MADV_DONTNEED);
+            s->dirty = 0;
+            large_retained -= r->size;
+            any = true;
+        }
+    }
+    return any;
+}
+
+bool lf_large_retained_release(void)
+{
+    return large_retained_trim(0);
+}
+
+/* Whether a freed large span of `len` bytes keeps its pages.  The budget
+ * follows malloc's heap down: after a bulk free the retained pages go
+ * too. */
+static bool large_retain(uint64_t len)
+{
+    uint64_t budget = lf_malloc_heap_bytes / 16;
+    if (budget < LARGE_RETAIN_MIN)
+        budget = LARGE_RETAIN_MIN;
+    if (budget > LARGE_RETAIN_MAX)
+        budget = LARGE_RETAIN_MAX;
+    if (large_retained + len > budget) {
+        large_retained_trim(budget);
+        return false;
+    }
+    large_retained += len;
+    return true;
+}
+
 /* Put a span back in its region's pool.  Large spans give their pages
  * back at once; small ones when they have stayed unused (see
  * release_idle_spans), so that a span reused soon costs no page faults. */
@@ -211,13 +281,19 @@ void lf_span_free(struct region *r, struct span *s)
         uint64_t base = r->start + (j << CHUNK_SHIFT);
         uint64_t len = (s->obj_bytes + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
         /* malloc_usable_size promises the whole slot to a malloc'ed object. */
+        bool keep = false;
         if (lf_kinds[s->kind].manual) {
             len = r->size;
             lf_malloc_heap_bytes -= s->obj_bytes;
+            keep = large_retain(len);
         }
-        if (len)
-            madvise((void *)base, len, MADV_DONTNEED);
-        s->dirty = 0;
+        if (keep) {
+            s->dirty = 1;           /* its pages kept: retained, see above */
+        } else {
+            if (len)
+                madvise((void *)base, len, MADV_DONTNEED);
+            s->dirty = 0;
+        }
         lf_assert(lf_hs.heap_bytes >= span_bytes(r, s));
         lf_hs.heap_bytes -= span_bytes(r, s);
         lf_hs.released_bytes += span_bytes(r, s);
@@ -250,6 +326,8 @@ uint64_t lf_span_release(struct region *r, struct span *s)
 
 void lf_release_idle_spans(bool all)
 {
+    if (all)
+        lf_large_retained_release();
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         struct span **link = &r->pool;
@@ -362,7 +440,7 @@ static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
         s = manual_grow(c, kind, want);
         if (!s)
             return NULL;
-        s->dirty = 0;
+        /* dirty stays: calloc clears a retained span's old data. */
         s->obj_bytes = want;
         return (void *)(r->start + (span_chunk_index(r, s) << CHUNK_SHIFT));
     }

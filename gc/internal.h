@@ -573,6 +573,12 @@ void lf_sweepers_hold(void);
 void lf_sweepers_release(void);
 void lf_span_free(struct region *r, struct span *s);
 void lf_release_idle_spans(bool all);
+/* Freed large malloc'ed objects keep their pages up to malloc's heap / 16,
+ * within these bounds; lf_large_retained_release gives them back
+ * (alloc.c; lock held). */
+#define LARGE_RETAIN_MIN ((uint64_t)1 << 20)
+#define LARGE_RETAIN_MAX ((uint64_t)4 << 20)
+bool lf_large_retained_release(void);
 bool lf_heap_expand(size_t bytes);
 void *lf_oom(size_t bytes);
 

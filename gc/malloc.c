@@ -237,10 +237,19 @@ LFGC_EXPORT void *lfgc_calloc(size_t count, size_t size)
         return NULL;
     }
     void *p = lfgc_malloc(n);
-    /* Large objects come zeroed: fresh spans, or given back with
-     * MADV_DONTNEED when freed. */
-    if (p && n && !region_of(p)->large)
+    if (!p || !n)
+        return p;
+    /* Large objects come zeroed (fresh spans, or given back with
+     * MADV_DONTNEED when freed) unless their span kept its pages. */
+    struct region *r = region_of(p);
+    if (r->large) {
+        struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
+        if (s->dirty)
+            memset(p, 0, n);
+        s->dirty = 0;
+    } else {
         memset(p, 0, n);
+    }
     return p;
 }
 
@@ -552,6 +561,7 @@ LFGC_EXPORT int lfgc_malloc_trim(size_t pad)
     malloc_ensure();
     lock();
     bool released = scavenge();
+    released |= lf_large_retained_release();
     unlock();
     return released;
 }

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 
@@ -785,6 +786,61 @@ Test(malloc_rss, bulk_free_returns_memory)
     size_t trimmed = rss_bytes();
     cr_assert_leq(trimmed, freed);
     munmap(v, nobj * sizeof *v);
+}
+
+/* A large object freed and another allocated in its place (a growing
+ * buffer, realloc) reuses the pages it had: no page faults again, and
+ * calloc still gets zeroes; malloc_trim gives the pages back. */
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+static int resident_pages(const void *p, size_t n)
+{
+    unsigned char vec[n / 4096 + 1];
+    cr_assert_eq(mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), n, vec), 0);
+    int k = 0;
+    for (size_t i = 0; i < n / 4096; i++)
+        k += vec[i] & 1;
+    return k;
+}
+
+Test(malloc_rss, freed_large_objects_keep_their_pages_for_reuse)
+{
+    const size_t n = 256 * KiB;
+    const int rounds = 100;
+    malloc_trim(0);
+    char *p = malloc(n);
+    memset(p, 0xff, n);
+    /* The stores are seen: the compiler may not drop them before free. */
+    __asm__ volatile("" : : "r"(p) : "memory");
+    free(p);
+    long before = minor_faults();
+    for (int i = 0; i < rounds; i++) {
+        char *q = malloc(n);
+        cr_assert_not_null(q);
+        memset(q, i + 1, n);
+        __asm__ volatile("" : : "r"(q) : "memory");
+        free(q);
+    }
+    long faults = minor_faults() - before;
+    cr_assert_lt(faults, rounds, "%ld page faults for %d rounds of a %zu-byte object freed "
+                 "and allocated again", faults, rounds, n);
+    /* The pages kept hold old data: calloc clears them. */
+    char *z = calloc(1, n);
+    cr_assert_eq(z, p, "the freed object's span was not reused (%p, then %p)", (void *)p,
+                 (void *)z);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(z[i], 0, "calloc returned old data at offset %zu", i);
+    volatile uintptr_t where = (uintptr_t)z;    /* only its pages are looked at */
+    free(z);
+    cr_assert_eq(resident_pages((void *)where, n), (int)(n / 4096),
+                 "the freed object's pages were not kept");
+    cr_assert_eq(malloc_trim(0), 1);
+    cr_assert_eq(resident_pages((void *)where, n), 0, "malloc_trim kept the freed object's pages");
 }
 
 Test(malloc_rss, mallinfo_figures)
