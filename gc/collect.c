@@ -183,7 +183,6 @@ static void phase_prepare(void)
     lf_mark_prepare();
     lf_finalize_before_stop();
     lf_roots_prepare();
-    lf_pins_check();
 }
 
 /* Stop the other threads; returns when the pause started.  The global

@@ -314,8 +314,7 @@ bool lf_dirty_begin(void)
                    "full until it is set up again\n", (uintptr_t)errno);
         tracking = false;
     }
-    /* Pages the kernel pinned are written without a fault (pins.c). */
-    return was_tracking && tracking && lf_pins_allow_minor();
+    return was_tracking && tracking;
 }
 
 static inline uint64_t slot_of(const struct region *r, uint64_t addr)

@@ -705,8 +705,7 @@ uint64_t lf_dirty_mark_old(void);       /* bytes of old objects queued */
 void lf_dirty_protect(bool full);
 void lf_dirty_after_fork(void);
 void lf_dirty_exclude(uint64_t lo, uint64_t hi);   /* lock held */
-void lf_pins_check(void);            /* pins.c; lock held, world running */
-bool lf_pins_allow_minor(void);      /* world stopped */
+bool lf_pins_allow_minor(void);      /* pins.c; world stopped */
 
 /* ------------------------------------------------------------------ */
 /* Finalization, disappearing links, toggle references (finalize.c)    */

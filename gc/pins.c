@@ -9,16 +9,17 @@
  *     that way (io_uring and RDMA account their pins there);
  *   - /proc/self/fdinfo/N of an io_uring descriptor, UserBufs: the address
  *     and length of each registered buffer.
- * Before each collection: no pin, nothing to do (one read of the status
- * file).  Otherwise the registered buffers of
+ * Before each minor collection: no pin, nothing to do (one read of the
+ * status file).  Otherwise the registered buffers of
  * every io_uring descriptor are excluded from write tracking (their pages
  * count as written at every minor collection from then on), and when they
  * do not account for every pinned page (an RDMA region, a ring reachable
  * through no descriptor, a ring whose lock was busy while we read) the
  * collection is full: it cannot miss what it does not know about.
  *
- * Nothing here allocates (malloc may be the program's, or lfgc's own);
- * directory entries come from getdents64 into a stack buffer.
+ * Nothing here allocates or takes a lock a stopped thread may hold (it
+ * runs with the world stopped); directory entries come from getdents64
+ * into a stack buffer.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -187,20 +188,23 @@ static uint64_t io_uring_buffers(void)
     return kib;
 }
 
-/* Lock held, before the world stops for a collection.  Early enough: a
- * pin taken after this check wrote its pages as it was taken (the kernel
- * pins for writing), so this collection rescans them anyway, and the next
- * check finds it before any later collection relies on their protection. */
+/* World stopped, before a collection that would be minor marks: true
+ * when every page the kernel pinned is known and rescanned (the io_uring
+ * buffers are excluded from tracking here), false when the collection
+ * must be full.  Full collections need no check: they rescan everything,
+ * and the next minor one checks again.  A pin taken since the last check
+ * wrote its pages as it was taken (the kernel pins for writing), so they
+ * were not protected while unknown. */
 static LF_UNSCANNED bool pins_placed = true;
 
-void lf_pins_check(void)
+bool lf_pins_allow_minor(void)
 {
     if (!lf_dirty_enabled())
-        return;
+        return true;
     long pinned = pinned_kib();
     if (pinned == 0) {
         pins_placed = true;
-        return;
+        return true;
     }
     uint64_t found = pinned > 0 ? io_uring_buffers() : 0;
     bool placed = pinned > 0 && found >= (uint64_t)pinned;
@@ -211,10 +215,5 @@ void lf_pins_check(void)
                         "place (RDMA?); collections are full while it stays\n",
                (uintptr_t)(pinned > 0 ? pinned : 0));
     pins_placed = placed;
-}
-
-/* World stopped: whether a minor collection is safe from the pins. */
-bool lf_pins_allow_minor(void)
-{
-    return pins_placed;
+    return placed;
 }

@@ -289,7 +289,10 @@ void lf_policy_choose(struct lf_cycle *cy)
      * pages protected, by the last one of the streak, in time for the
      * minor one after it. */
     cy->tracked = policy.fulls_left <= 1 || cy->why == COLLECT_MINOR;
-    cy->minor = cy->tracked && lf_dirty_begin() && want_minor(cy->why);
+    /* Pages the kernel pinned are written without a fault: asked last,
+     * as it reads /proc (pins.c). */
+    cy->minor = cy->tracked && lf_dirty_begin() && want_minor(cy->why) &&
+                lf_pins_allow_minor();
     /* What a minor collection starts with marked: the old objects. */
     cy->carried_ptrful = cy->minor ? lf_hs.live_ptrful - lf_hs.live_aging_ptrful : 0;
     cy->carried_ptrfree =
