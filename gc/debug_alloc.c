@@ -27,7 +27,6 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -157,11 +156,8 @@ static void found_add(void *base, uint64_t at, uint64_t requested, uint64_t size
 {
     if (found_n == found_cap) {
         size_t cap = found_cap ? found_cap * 2 : 256;
-        void *m = found ? mremap(found, found_cap * sizeof *found, cap * sizeof *found,
-                                 MREMAP_MAYMOVE)
-                        : mmap(NULL, cap * sizeof *found, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) {
+        void *m = lf_map_grow(found, found_cap * sizeof *found, cap * sizeof *found);
+        if (!m) {
             found_lost++;
             return;
         }

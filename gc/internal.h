@@ -913,6 +913,8 @@ enum lfgc_slot_state lf_slot_state(const void *p);
  * (lf_sweepers_hold), or the world stopped. */
 typedef int (*lf_walk_fn)(void *base, size_t bytes, unsigned kind, void *arg);
 int lf_heap_walk(lf_walk_fn fn, void *arg);
+/* A scratch mapping grown (verify.c); NULL if refused. */
+void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes);
 /* Check the heap's invariants; print each problem found (write(2)) and
  * return their number.  World stopped, lock held.  `after_collection`:
  * called at the end of a collection, which also checks what holds only

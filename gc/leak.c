@@ -19,7 +19,6 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -44,11 +43,8 @@ static void leak_add(void *base, uint64_t bytes, unsigned kind)
 {
     if (leaks_n == leaks_cap) {
         size_t cap = leaks_cap ? leaks_cap * 2 : 4096;
-        void *m = leaks ? mremap(leaks, leaks_cap * sizeof *leaks, cap * sizeof *leaks,
-                                 MREMAP_MAYMOVE)
-                        : mmap(NULL, cap * sizeof *leaks, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) {
+        void *m = lf_map_grow(leaks, leaks_cap * sizeof *leaks, cap * sizeof *leaks);
+        if (!m) {
             leaks_lost++;
             return;
         }

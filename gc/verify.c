@@ -12,6 +12,7 @@
  * may hold the stdio or malloc locks: output goes through write(2) and
  * scratch memory comes from mmap.
  */
+#define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,18 @@ enum lfgc_slot_state lf_slot_state(const void *p)
 LFGC_EXPORT enum lfgc_slot_state lfgc_slot_state(const void *p)
 {
     return lf_slot_state(p);
+}
+
+/* Scratch arrays that the world-stopped phases fill (leak and smash
+ * reports): their memory, grown from old_bytes to new_bytes (a new
+ * mapping when old is NULL; moved, not copied, by mremap).  NULL when
+ * the kernel refuses; the old mapping is then unchanged. */
+void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes)
+{
+    void *m = old ? mremap(old, old_bytes, new_bytes, MREMAP_MAYMOVE)
+                  : mmap(NULL, new_bytes, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return m == MAP_FAILED ? NULL : m;
 }
 
 /* ------------------------------------------------------------------ */
