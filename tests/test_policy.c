@@ -412,12 +412,34 @@ Test(policy, minors_keeping_a_dead_chain_do_not_grow_the_heap, .timeout = 60)
  * keeps more than an allocation threshold beyond the last full one's live
  * data is followed by a full one before the heap grows (bdwgc's rule after
  * a partial collection).  Before, the heap reached 3.7 times the live data
- * here, now 2.8 times. */
+ * here, now 2.8 times; the bound adds three allocations between collections,
+ * which the roots set (UBSan's build: 2.4 MiB of them). */
 #define RG_FIRST_STEPS (RG_SLICE * 400)
+
+/* Bytes allocated between two collections of an almost empty heap: the
+ * allowance that the roots alone give (UBSan's runtime data make it
+ * several times larger than a plain build's). */
+static TU_NOINLINE size_t rg_allowance(void)
+{
+    for (int round = 0; round < 2; round++) {
+        GC_word n0 = GC_get_gc_no();
+        size_t bytes = 0;
+        while (GC_get_gc_no() == n0) {
+            void *volatile p = GC_malloc(64);
+            (void)p;
+            bytes += 64;
+        }
+        if (round == 1)
+            return bytes;
+    }
+    return 0;
+}
+
 Test(policy, first_minors_keeping_a_dead_chain_do_not_grow_the_heap, .timeout = 60)
 {
     GC_INIT();
     TU_NEED_MINOR();
+    size_t allowance = rg_allowance();
     rg_nodes = 200000;
     rg_build();
     size_t peak = 0;
@@ -429,5 +451,7 @@ Test(policy, first_minors_keeping_a_dead_chain_do_not_grow_the_heap, .timeout = 
     }
     size_t live = (rg_nodes + 1) * 32;
     cr_assert(rg_intact_upto(RG_FIRST_STEPS), "the ring was damaged");
-    cr_assert_lt(peak, 3 * live, "the heap reached %zu KiB for %zu KiB live", peak >> 10, live >> 10);
+    cr_assert_lt(peak, 3 * live + 3 * allowance, "the heap reached %zu KiB for %zu KiB live "
+                 "(allowance between collections %zu KiB)", peak >> 10, live >> 10,
+                 allowance >> 10);
 }
