@@ -96,30 +96,31 @@ LFGC_EXPORT int GC_posix_memalign(void **result, size_t align, size_t bytes)
     return 0;
 }
 
-LFGC_EXPORT char *GC_strdup(const char *s)
-{
-    if (!s)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    char *p = GC_malloc_atomic(n);
-    if (p)
-        memcpy(p, s, n);
-    return p;
-}
-
-LFGC_EXPORT char *GC_strndup(const char *s, size_t n)
+/* A copy of at most n bytes of s, NUL-terminated, in memory from alloc
+ * (the plain and debugging strdup calls differ only there). */
+char *lf_strndup_with(const char *s, size_t n, void *(*alloc)(size_t))
 {
     if (!s)
         return NULL;
     size_t len = strnlen(s, n);
     if (len == SIZE_MAX)
         return lf_oom(len);
-    char *p = GC_malloc_atomic(len + 1);
+    char *p = alloc(len + 1);
     if (p) {
         memcpy(p, s, len);
         p[len] = 0;
     }
     return p;
+}
+
+LFGC_EXPORT char *GC_strdup(const char *s)
+{
+    return lf_strndup_with(s, SIZE_MAX, GC_malloc_atomic);
+}
+
+LFGC_EXPORT char *GC_strndup(const char *s, size_t n)
+{
+    return lf_strndup_with(s, n, GC_malloc_atomic);
 }
 
 /* ------------------------------------------------------------------ */

@@ -279,30 +279,21 @@ LFGC_EXPORT void *GC_debug_malloc_replacement(size_t n)
     return debug_alloc(n, KIND_NORMAL);
 }
 
+static void *debug_atomic(size_t n)
+{
+    return debug_alloc(n, KIND_PTRFREE);
+}
+
 LFGC_EXPORT char *GC_debug_strdup(const char *s, LF_DEBUG_PARAMS)
 {
     LF_UNUSED_EXTRAS();
-    if (!s)
-        return NULL;
-    size_t n = strlen(s) + 1;
-    char *p = debug_alloc(n, KIND_PTRFREE);
-    if (p)
-        memcpy(p, s, n);
-    return p;
+    return lf_strndup_with(s, SIZE_MAX, debug_atomic);
 }
 
 LFGC_EXPORT char *GC_debug_strndup(const char *s, size_t n, LF_DEBUG_PARAMS)
 {
     LF_UNUSED_EXTRAS();
-    if (!s)
-        return NULL;
-    size_t len = strnlen(s, n);
-    char *p = debug_alloc(len + 1, KIND_PTRFREE);
-    if (p) {
-        memcpy(p, s, len);
-        p[len] = 0;
-    }
-    return p;
+    return lf_strndup_with(s, n, debug_atomic);
 }
 
 LFGC_EXPORT void GC_debug_free(void *p)

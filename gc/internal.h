@@ -616,6 +616,8 @@ void lf_messages_flush(void);
 /* Leak-finding mode (leak.c): its collection hooks, at start-up; the
  * environment and the exit check, when collection turns on. */
 void lf_leak_init(void);
+/* strndup with the allocator given (api.c). */
+char *lf_strndup_with(const char *s, size_t n, void *(*alloc)(size_t));
 /* The debugging allocator's check at each collection (debug_alloc.c). */
 void lf_debug_alloc_init(void);
 void lf_leak_collection_on(void);
