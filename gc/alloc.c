@@ -215,9 +215,10 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
  * MADV_DONTNEED is there): a program that frees and allocates such
  * objects in turn (a growing buffer, realloc) would otherwise fault every
  * page in again each time.  malloc_trim and GC_gcollect_and_unmap give
- * them back.  Lock held. */
-/* Give retained spans' pages back to the OS until at most `keep` bytes
- * are retained.  Lock held. */
+ * them back.  Lock held throughout.
+ *
+ * large_retained_trim gives retained spans' pages back to the OS until at
+ * most `keep` bytes are retained. */
 static bool large_retained_trim(uint64_t keep)
 {
     bool any = false;
