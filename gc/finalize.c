@@ -68,7 +68,7 @@ struct ready {
     void *obj;
     GC_finalization_proc fn;
     void *cd;
-    uintptr_t mode;             /* while deciding: the entry, see step 3   */
+    uintptr_t mode;             /* while deciding: the entry, see step 2   */
 };
 
 /* Unscanned: it holds heap addresses (see LF_UNSCANNED). */
@@ -909,6 +909,16 @@ static void links_drop_dangling(int l)
 /* Entries of an empty queue kept across collections (256 KiB). */
 #define QUEUE_KEEP 8192
 
+/* Entries whose finalizers ran leave the head of the queue. */
+static void queue_compact(void)
+{
+    if (!fz.head)
+        return;
+    memmove(fz.queue, fz.queue + fz.head, (fz.len - fz.head) * sizeof *fz.queue);
+    fz.len -= fz.head;
+    fz.head = 0;
+}
+
 static bool queue_reserve(size_t more)
 {
     if (fz.head && fz.head == fz.len)
@@ -916,9 +926,7 @@ static bool queue_reserve(size_t more)
     if (fz.len + more <= fz.cap)
         return true;
     if (fz.head) {
-        memmove(fz.queue, fz.queue + fz.head, (fz.len - fz.head) * sizeof *fz.queue);
-        fz.len -= fz.head;
-        fz.head = 0;
+        queue_compact();
         if (fz.len + more <= fz.cap)
             return true;
     }
@@ -958,11 +966,7 @@ static void finalizers_decide(void)
     fz.cycles = 0;
     /* Finalizers already run leave the queue first: growing it below must
      * not move the entries this decision adds (see queue_reserve). */
-    if (fz.head) {
-        memmove(fz.queue, fz.queue + fz.head, (fz.len - fz.head) * sizeof *fz.queue);
-        fz.len -= fz.head;
-        fz.head = 0;
-    }
+    queue_compact();
     /* 2: what unreachable finalizable objects reach is kept.  Each one
      * unmarked when its turn comes is a candidate, in the queue (with its
      * entry number in `mode`, until it is known whether it goes); one

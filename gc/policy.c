@@ -152,6 +152,13 @@ static bool want_minor(enum collect_reason why)
     return lf_hs.live_bytes - lf_hs.live_aging + policy.promoted_last_minor <= full + room;
 }
 
+/* What a full collection scans, weighted: pointer-free bytes a quarter
+ * (only marked), stacks twice, as in bdwgc (they are expensive to scan). */
+static uint64_t scan_cost(uint64_t ptrful, uint64_t ptrfree)
+{
+    return 2 * ptrful + ptrfree / 4 + lf_roots_size() + 2 * lf_stacks_size();
+}
+
 bool lf_should_collect(void)
 {
     if (GC_dont_gc || lf_auto_collect_off || lf_collect_in_progress())
@@ -165,10 +172,7 @@ bool lf_should_collect(void)
      * finalizers (else a program that finalizes everything grows its heap
      * by what it finalizes, collection after collection). */
     allocd += lf_finalize_queued_bytes();
-    /* Stacks count twice, as in bdwgc: they are expensive to scan. */
-    uint64_t scan = 2 * lf_hs.est_ptrful + lf_hs.est_ptrfree / 4 + lf_roots_size() +
-                    2 * lf_stacks_size();
-    uint64_t threshold = scan / divisor();
+    uint64_t threshold = scan_cost(lf_hs.est_ptrful, lf_hs.est_ptrfree) / divisor();
     if (threshold < MIN_BYTES_ALLOCD)
         threshold = MIN_BYTES_ALLOCD;
     if (threshold < young_threshold(2))
@@ -230,9 +234,8 @@ static bool full_may_reclaim(uint64_t need)
      * data in all; one whose minor collections keep all garbage (dead old
      * objects on written pages hold the young ones unlinked after them)
      * grows its heap by no more than that before a full one frees it. */
-    uint64_t scan = 2 * policy.full_ptrful + policy.full_ptrfree / 4 + lf_roots_size() +
-                    2 * lf_stacks_size();
-    return grown >= scan / divisor() && lf_hs.reclaimed_last < grown / 64;
+    return grown >= scan_cost(policy.full_ptrful, policy.full_ptrfree) / divisor() &&
+           lf_hs.reclaimed_last < grown / 64;
 }
 
 /* Whether a minor collection might find a growth step (at least `need`
