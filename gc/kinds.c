@@ -325,8 +325,6 @@ LFGC_EXPORT void *GC_malloc_kind_global(size_t bytes, int kind)
 static LF_UNSCANNED uint8_t uncollectable_twin[MAX_KINDS] = {
     [KIND_PTRFREE] = KIND_AUNCOLLECTABLE + 1,
     [KIND_NORMAL] = KIND_UNCOLLECTABLE + 1,
-    [KIND_UNCOLLECTABLE] = KIND_UNCOLLECTABLE + 1,
-    [KIND_AUNCOLLECTABLE] = KIND_AUNCOLLECTABLE + 1,
 };
 static LF_UNSCANNED pthread_mutex_t twin_lock = PTHREAD_MUTEX_INITIALIZER;
 

@@ -399,7 +399,8 @@ static bool per_object_descr(uintptr_t d, uintptr_t obj, uintptr_t end, uintptr_
  * again) are followed this deep; deeper, the object is scanned whole. */
 #define PER_OBJECT_DEPTH 4
 
-/* The one place descriptors are decoded.  Scan, of the object (or array
+/* Where descriptors are scanned (descr_calls_proc and kinds.c's
+ * long_bitmap_descr only ask what one names).  Scan, of the object (or array
  * element) [obj, end), the words in [lo, hi) that descriptor d names.  A
  * length descriptor's prefix is a plain range: with e, it is returned
  * there for the caller to scan (in slices, prefetched); without, scanned

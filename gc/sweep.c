@@ -82,13 +82,6 @@ void lf_sweep_after_mark(bool generational)
     lf_hs.reclaimed_last = before > lf_hs.live_bytes ? before - lf_hs.live_bytes : 0;
 }
 
-/* Sweep bitmap indices [*next, end) of region r until `want` dead slots
- * are found: return them as a free list in address order (NULL, count 0,
- * if none) and advance *next past what was examined.  Dead slots come in
- * runs (whole dead structures); each run is cleared with one memset when
- * `clear` is set, then linked: tagged with canaries for the thread
- * caches, or with plain pointers for GC_generic_malloc_many (`plain`),
- * whose lists then need no second pass to convert them. */
 /* Link the slots of [lo, hi) with plain pointers, each to the next, and
  * zero the rest of each when `clear` (else the second word only).  One
  * pass, each slot written once, 16 bytes at a time (slots are multiples
@@ -111,6 +104,14 @@ static inline __attribute__((always_inline)) void link_plain(char *lo, char *hi,
     }
 }
 
+/* Sweep bitmap indices [*next, end) of region r until `want` dead slots
+ * are found: return them as a free list in address order (NULL, count 0,
+ * if none) and advance *next past what was examined.  Dead slots come in
+ * runs (whole dead structures), linked either tagged with canaries for
+ * the thread caches (each run cleared first with one memset when `clear`
+ * is set), or with plain pointers for GC_generic_malloc_many (`plain`,
+ * link_plain clearing as it links), whose lists then need no second pass
+ * to convert them. */
 static inline __attribute__((always_inline)) void *
 sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want, bool clear,
             size_t *count, const bool plain)
