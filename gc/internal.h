@@ -696,6 +696,22 @@ struct lf_long_bitmap {
     uint64_t bits[];            /* bit i % 64 of bits[i / 64]: word i        */
 };
 const struct lf_long_bitmap *lf_long_bitmap_of(uintptr_t env);   /* NULL: not one */
+/* A GC_DS_PROC descriptor's procedure index and argument (GC_MAKE_PROC). */
+static inline unsigned descr_proc_index(uintptr_t d)
+{
+    return (unsigned)(d >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1);
+}
+static inline uintptr_t descr_proc_env(uintptr_t d)
+{
+    return d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS);
+}
+/* The one test of a GC_DS_PROC descriptor d: the long bitmap it names
+ * (GC_make_descriptor's), or NULL when it names mark procedure
+ * descr_proc_index(d). */
+static inline const struct lf_long_bitmap *descr_long_bitmap(uintptr_t d)
+{
+    return descr_proc_index(d) == lf_typed_proc ? lf_long_bitmap_of(descr_proc_env(d)) : NULL;
+}
 
 /* ------------------------------------------------------------------ */
 /* Written-page tracking for minor collections (dirty.c)               */

@@ -75,15 +75,6 @@ int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
     return lf_kind_new_sized(scan, descr, false, proc, env, clear, uncollectable);
 }
 
-/* GC_make_descriptor's descriptor of a long layout: a procedure index
- * that names no procedure but typed.c's records, read by the marker. */
-static bool long_bitmap_descr(uintptr_t d)
-{
-    return (d & GC_DS_TAGS) == GC_DS_PROC &&
-           ((d >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1)) == lf_typed_proc &&
-           lf_long_bitmap_of(d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS));
-}
-
 /* The work of lf_kind_new_sized; the lock held by the caller. */
 static int kind_new_locked(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
                            uintptr_t env, bool clear, bool uncollectable, struct class_kind *ck)
@@ -95,7 +86,7 @@ static int kind_new_locked(enum scan_mode scan, uintptr_t descr, bool add_size, 
     kd->scan = (uint8_t)scan;
     kd->ptrfree = scan == SCAN_NONE;
     /* A long bitmap reads nothing outside the object. */
-    kd->rescan_minor = scan == SCAN_PROC && !long_bitmap_descr(descr);
+    kd->rescan_minor = scan == SCAN_PROC && !descr_long_bitmap(descr);
     kd->clear = clear;
     kd->uncollectable = uncollectable;
     kd->descr = descr;
@@ -254,9 +245,8 @@ static unsigned new_kind(GC_word descr, int add_size, int clear, bool maybe_lock
             kind_refused("a mark procedure's descriptor cannot have the size added", descr);
         /* GC_make_descriptor's long layouts are accepted, as bdwgc's
          * (procedure descriptors there too) are. */
-        if (!long_bitmap_descr(descr) &&
-            !__atomic_load_n(&lf_mark_procs[(descr >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1)],
-                             __ATOMIC_ACQUIRE))
+        if (!descr_long_bitmap(descr) &&
+            !__atomic_load_n(&lf_mark_procs[descr_proc_index(descr)], __ATOMIC_ACQUIRE))
             kind_refused("no mark procedure has that index (GC_new_proc), nor is it a "
                          "GC_make_descriptor result", descr);
         scan = SCAN_PROC;

@@ -280,7 +280,7 @@ call_proc(struct marker *m, uintptr_t *top, uintptr_t obj, GC_mark_proc proc, ui
     struct marker *outer = proc_marker;
     proc_marker = m;
     struct GC_ms_entry *msp = (struct GC_ms_entry *)m;
-    proc((GC_word *)obj, msp, msp + PROC_STACK_ROOM, d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS));
+    proc((GC_word *)obj, msp, msp + PROC_STACK_ROOM, descr_proc_env(d));
     proc_marker = outer;
     return m->top;
 }
@@ -399,8 +399,8 @@ static bool per_object_descr(uintptr_t d, uintptr_t obj, uintptr_t end, uintptr_
  * again) are followed this deep; deeper, the object is scanned whole. */
 #define PER_OBJECT_DEPTH 4
 
-/* Where descriptors are scanned (descr_calls_proc and kinds.c's
- * long_bitmap_descr only ask what one names).  Scan, of the object (or array
+/* Where descriptors are scanned (descr_calls_proc and kinds.c only ask
+ * what one names).  Scan, of the object (or array
  * element) [obj, end), the words in [lo, hi) that descriptor d names.  A
  * length descriptor's prefix is a plain range: with e, it is returned
  * there for the caller to scan (in slices, prefetched); without, scanned
@@ -425,15 +425,13 @@ static uintptr_t *scan_descr(struct marker *m, uintptr_t *top, uintptr_t obj, ui
     case GC_DS_BITMAP:
         return SPECIALISED(scan_bitmap, m, top, obj, d, lo, hi);
     case GC_DS_PROC: {
-        unsigned proc = (unsigned)(d >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1);
-        uintptr_t env = d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS);
-        const struct lf_long_bitmap *lb;
-        if (proc == lf_typed_proc && (lb = lf_long_bitmap_of(env)) != NULL) {
+        const struct lf_long_bitmap *lb = descr_long_bitmap(d);
+        if (lb) {
             if (e)
                 top = slice_precise(m, top, lo, &hi);
             return SPECIALISED(scan_long_bitmap, m, top, obj, lb, lo, hi);
         }
-        GC_mark_proc fn = __atomic_load_n(&lf_mark_procs[proc], __ATOMIC_ACQUIRE);
+        GC_mark_proc fn = __atomic_load_n(&lf_mark_procs[descr_proc_index(d)], __ATOMIC_ACQUIRE);
         if (likely(fn)) {
             /* Not a procedure kind's own descriptor (depth 0, an entry):
              * one read from the object or its record, or a typed array's
@@ -1289,13 +1287,9 @@ static bool descr_calls_proc(uintptr_t d, uintptr_t obj, uintptr_t end)
 {
     for (unsigned depth = 0;; depth++) {
         switch (d & GC_DS_TAGS) {
-        case GC_DS_PROC: {
-            unsigned proc = (unsigned)(d >> GC_DS_TAG_BITS) & (GC_MAX_MARK_PROCS - 1);
-            uintptr_t env = d >> (GC_DS_TAG_BITS + GC_LOG_MAX_MARK_PROCS);
-            if (proc == lf_typed_proc && lf_long_bitmap_of(env))
-                return false;
-            return __atomic_load_n(&lf_mark_procs[proc], __ATOMIC_ACQUIRE) != NULL;
-        }
+        case GC_DS_PROC:
+            return !descr_long_bitmap(d) &&
+                   __atomic_load_n(&lf_mark_procs[descr_proc_index(d)], __ATOMIC_ACQUIRE);
         case GC_DS_PER_OBJECT:
             if (depth >= PER_OBJECT_DEPTH || !per_object_descr(d, obj, end, &d) || !d)
                 return false;
