@@ -41,28 +41,16 @@
 static LF_UNSCANNED uint8_t twin[NUM_PREDEFINED_KINDS];
 static LF_UNSCANNED uint8_t is_twin[MAX_KINDS];
 static LF_UNSCANNED bool any_twin;
-static LF_UNSCANNED pthread_mutex_t twin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void twin_made(unsigned k)
+{
+    is_twin[k] = 1;
+    __atomic_store_n(&any_twin, true, __ATOMIC_RELEASE);
+}
 
 static int twin_kind(unsigned base)
 {
-    unsigned t = __atomic_load_n(&twin[base], __ATOMIC_ACQUIRE);
-    if (likely(t))
-        return (int)t - 1;
-    pthread_mutex_lock(&twin_lock);
-    t = twin[base];
-    if (!t) {
-        const struct kind *kd = &lf_kinds[base];
-        int k = lf_kind_new_sized((enum scan_mode)kd->scan, kd->descr, kd->add_size, kd->proc,
-                                  kd->env, true, kd->uncollectable);
-        if (k >= 0) {
-            is_twin[k] = 1;
-            __atomic_store_n(&any_twin, true, __ATOMIC_RELEASE);
-            t = (unsigned)k + 1;
-            __atomic_store_n(&twin[base], (uint8_t)t, __ATOMIC_RELEASE);
-        }
-    }
-    pthread_mutex_unlock(&twin_lock);
-    return (int)t - 1;
+    return lf_kind_twin(base, &twin[base], lf_kinds[base].uncollectable, twin_made);
 }
 
 static void guard_write(char *p, size_t n, size_t size)

@@ -403,6 +403,12 @@ int lf_kind_new(enum scan_mode scan, uintptr_t descr, void *proc, uintptr_t env,
 int lf_kind_new_sized(enum scan_mode scan, uintptr_t descr, bool add_size, void *proc,
                       uintptr_t env, bool clear, bool uncollectable);
 bool lf_kind_valid(unsigned kind);                   /* made by now */
+/* A copy of kind `kind` made on first use, its number + 1 kept in *twin
+ * (0 until made): the same scanning, objects always cleared, uncollectable
+ * or not as asked (GC_generic_malloc_uncollectable's kinds, the debugging
+ * allocator's).  `made`, if not NULL, learns a new one before *twin says
+ * it.  -1 when no kind is left.  Thread-safe. */
+int lf_kind_twin(unsigned kind, uint8_t *twin, bool uncollectable, void (*made)(unsigned k));
 /* Describe the type of the object at base (a slot in use) in buf, of
  * GC_TYPE_DESCR_LEN + 1 bytes: GC_register_describe_type_fn's function
  * for a marked object of its kind, else the kind. */

@@ -309,37 +309,44 @@ LFGC_EXPORT void *GC_malloc_kind_global(size_t bytes, int kind)
     return lf_alloc_kind(bytes, (unsigned)kind);
 }
 
-/* Uncollectability is a property of the kind here (a span holds one
- * kind): each collectable kind gets an uncollectable twin, scanned the
- * same way, made on first use. */
-static LF_UNSCANNED uint8_t uncollectable_twin[MAX_KINDS] = {
-    [KIND_PTRFREE] = KIND_AUNCOLLECTABLE + 1,
-    [KIND_NORMAL] = KIND_UNCOLLECTABLE + 1,
-};
 static LF_UNSCANNED pthread_mutex_t twin_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int twin_of(unsigned kind)
+int lf_kind_twin(unsigned kind, uint8_t *twin, bool uncollectable, void (*made)(unsigned k))
 {
-    unsigned t = __atomic_load_n(&uncollectable_twin[kind], __ATOMIC_ACQUIRE);
+    unsigned t = __atomic_load_n(twin, __ATOMIC_ACQUIRE);
     if (likely(t))
         return (int)t - 1;
-    const struct kind *kd = &lf_kinds[kind];
-    if (kd->uncollectable)
-        return (int)kind;
     pthread_mutex_lock(&twin_lock);
-    t = uncollectable_twin[kind];
+    t = *twin;
     if (!t) {
-        /* Cleared, as bdwgc clears uncollectable objects. */
+        const struct kind *kd = &lf_kinds[kind];
         int k = lf_kind_new_sized((enum scan_mode)kd->scan, kd->descr, kd->add_size, kd->proc,
-                                  kd->env, true, true);
+                                  kd->env, true, uncollectable);
         if (k >= 0) {
             lf_kinds[k].fixed_layout = kd->fixed_layout;
+            if (made)
+                made((unsigned)k);
             t = (unsigned)k + 1;
-            __atomic_store_n(&uncollectable_twin[kind], (uint8_t)t, __ATOMIC_RELEASE);
+            __atomic_store_n(twin, (uint8_t)t, __ATOMIC_RELEASE);
         }
     }
     pthread_mutex_unlock(&twin_lock);
     return (int)t - 1;
+}
+
+/* Uncollectability is a property of the kind here (a span holds one
+ * kind): each collectable kind gets an uncollectable twin, scanned the
+ * same way and cleared, as bdwgc clears uncollectable objects. */
+static LF_UNSCANNED uint8_t uncollectable_twin[MAX_KINDS] = {
+    [KIND_PTRFREE] = KIND_AUNCOLLECTABLE + 1,
+    [KIND_NORMAL] = KIND_UNCOLLECTABLE + 1,
+};
+
+static int twin_of(unsigned kind)
+{
+    if (lf_kinds[kind].uncollectable)
+        return (int)kind;
+    return lf_kind_twin(kind, &uncollectable_twin[kind], true, NULL);
 }
 
 LFGC_EXPORT void *GC_generic_malloc_uncollectable(size_t bytes, int kind)
