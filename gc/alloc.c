@@ -15,14 +15,17 @@
 #include "internal.h"
 
 LF_UNSCANNED uint64_t lf_free_canary;
-LF_UNSCANNED struct thread_cache lf_empty_cache = {.free_map = lf_free_map_boot};
+LF_UNSCANNED struct thread_cache lf_empty_cache = {.free_map_at[FREE_MAP_AT(0)] = lf_free_map_boot};
 __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
+__thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
 /* The same variable, for liblfgc-malloc's free (see LF_PRIVATE_ABI). */
 extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
-    __attribute__((alias("lf_tl_cache"), visibility("default")));
+    __attribute__((alias("lf_tl_free"), visibility("default")));
 LFGC_EXPORT const uint64_t lfgc_private_layout = LF_PRIVATE_LAYOUT;
 LF_UNSCANNED uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
 LF_UNSCANNED size_t lf_extra_bytes = 1;
+
+static void groups_init(void);
 
 void lf_alloc_init(void)
 {
@@ -40,6 +43,7 @@ void lf_alloc_init(void)
      * random as the kernel's placement of mappings; a program cannot
      * know it unless it reads a free slot, where any canary shows. */
     lf_free_canary = (uint64_t)(uintptr_t)lf_free_map;
+    groups_init();
 }
 
 void *lf_oom(size_t bytes)
@@ -60,14 +64,40 @@ static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
         memset(lf_free_map + first, (int)(r - lf_regions) + 1, r->span_chunks);
 }
 
+/* Threads in each owner group (internal.h, FREE_GROUPS), lock held. */
+static LF_UNSCANNED unsigned group_threads[FREE_GROUPS];
+
 void lf_cache_arm_free(struct thread_cache *tc)
 {
-    tc->free_map = __atomic_load_n(&lf_free_map, __ATOMIC_ACQUIRE);
+    if (!tc->free_grouped) {
+        unsigned g = 0;
+        for (unsigned i = 1; i < FREE_GROUPS; i++)
+            if (group_threads[i] < group_threads[g])
+                g = i;
+        group_threads[g]++;
+        tc->free_group = (uint8_t)g;
+        tc->free_grouped = 1;
+    }
+    tc->free_map_at[FREE_MAP_AT(tc->free_group)] = __atomic_load_n(&lf_free_map, __ATOMIC_ACQUIRE);
     if (!lf_heap_initialized)
         return;
-    tc->free_magic[0] = 0;
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
-        tc->free_magic[c + 1] = lowfat_magics[LOWFAT_FIRST_REGION + c];
+        tc->free_magic[FREE_MAGIC_OWN + c] = lowfat_magics[LOWFAT_FIRST_REGION + c];
+}
+
+/* In a child of fork: only the calling thread (cache tc, or none) is
+ * left in its group. */
+void lf_groups_after_fork(struct thread_cache *tc)
+{
+    memset(group_threads, 0, sizeof group_threads);
+    if (tc && tc->free_grouped)
+        group_threads[tc->free_group] = 1;
+}
+
+void lf_tl_cache_set(struct thread_cache *tc)
+{
+    lf_tl_cache = tc;
+    lf_tl_free = (struct thread_cache *)((char *)tc - FREE_SHIFT(tc->free_group));
 }
 
 /* No mark bit in the span at chunk j (checked in debug builds): a span
@@ -735,6 +765,216 @@ static void *remote_take(struct class_kind *ck, size_t *count)
     return head;
 }
 
+/* The owner groups' remote lists of malloc's plain small kind: slots
+ * freed by a thread of another group, pushed one at a time (a CAS, no
+ * lock) and taken whole by the next refill of a thread of the group (or
+ * moved to the global lists by a scavenge, or when the group's last
+ * thread leaves).  One cache line per group. */
+static LF_UNSCANNED struct {
+    volatile AO_t head[NUM_SMALL_CLASSES];
+    volatile AO_t count[NUM_SMALL_CLASSES];    /* as remote_count */
+} __attribute__((aligned(64))) owner_remote[FREE_GROUPS];
+
+/* The free map's byte k as group and class (no division on the remote
+ * free path): 0xff for k = 0 and bytes no span has.  Made once the
+ * regions are. */
+static LF_UNSCANNED uint8_t k_group[256], k_class[256];
+/* Slots a thread gathers per class before handing them over: a batch. */
+static LF_UNSCANNED uint32_t pend_max[NUM_SMALL_CLASSES];
+
+static void groups_init(void)
+{
+    memset(k_group, 0xff, sizeof k_group);
+    memset(k_class, 0xff, sizeof k_class);
+    for (unsigned g = 0; g < FREE_GROUPS; g++)
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+            k_group[1 + c + g * FREE_GROUP_STRIDE] = (uint8_t)g;
+            k_class[1 + c + g * FREE_GROUP_STRIDE] = (uint8_t)c;
+        }
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+        pend_max[c] = (uint32_t)batch_slots(&lf_regions[c]);
+}
+
+/* The owner group of malloc's slot p, or -1 when its span has none (not
+ * of the plain small kind). */
+static inline int slot_group(const void *p)
+{
+    unsigned k = lf_free_map[(uintptr_t)p >> CHUNK_SHIFT];
+    return k ? k_group[k] : -1;
+}
+
+/* The thread's gathered slots of class c onto their group's remote list.
+ * `held`: the lock is held (no scavenge from here). */
+static __attribute__((noinline)) void pend_flush(struct thread_cache *tc, unsigned c, bool held)
+{
+    struct remote_pending *pd = &tc->pend[c];
+    if (!pd->head)
+        return;
+    volatile AO_t *head = &owner_remote[pd->group].head[c];
+    void **tail = pd->tail;
+    AO_t old;
+    do {
+        old = AO_load(head);
+        tail[0] = link_encode((void *)old);
+    } while (!AO_compare_and_swap_release(head, old, (AO_t)pd->head));
+    uint64_t n = pend_max[c] - (uint64_t)pd->left;
+    AO_fetch_and_add(&owner_remote[pd->group].count[c], n);
+    tc->remote_freed += n * lf_regions[c].size;
+    pd->head = pd->tail = NULL;
+    pd->left = 0;
+    if (tc->remote_freed >= ((uint64_t)64 << 10) || held) {
+        uint64_t bytes = tc->remote_freed;
+        tc->remote_freed = 0;
+        if (held)
+            lf_malloc_remote_pushed_held(bytes);
+        else
+            lf_malloc_remote_pushed(bytes);
+    }
+}
+
+/* Malloc's slot p of class c, of group g's span, freed by a thread of
+ * another group: gathered with others of the group, then handed over a
+ * batch at a time.  Not in the thread's own list, so the thread does not
+ * allocate it again beside its owners' objects. */
+static __attribute__((noinline)) void remote_defer_flush(struct thread_cache *tc, unsigned g,
+                                                          unsigned c, void *p)
+{
+    struct remote_pending *pd = &tc->pend[c];
+    if (pd->group != g) {
+        pend_flush(tc, c, false);
+        pd->group = (uint8_t)g;
+    }
+    slot_make_free(p, pd->head);
+    if (!pd->head) {
+        pd->tail = p;
+        pd->left = (int32_t)pend_max[c];
+    }
+    pd->head = p;
+    if (--pd->left <= 0)
+        pend_flush(tc, c, false);
+}
+
+/* No call on the common path: a tail call when a batch is full, or
+ * the slot another group's than the batch's. */
+static inline void remote_defer(struct thread_cache *tc, unsigned g, unsigned c, void *p)
+{
+    struct remote_pending *pd = &tc->pend[c];
+    if (unlikely(pd->group != g || --pd->left <= 0)) {
+        pd->left++;
+        remote_defer_flush(tc, g, c, p);
+        return;
+    }
+    slot_make_free(p, pd->head);
+    pd->head = p;
+}
+
+/* The free slots gathered by thread tc for other groups, of class c:
+ * lock held, each checked before its link is followed (tc may be
+ * handing them over meanwhile). */
+uint64_t lf_pending_count(struct thread_cache *tc, unsigned c, bool (*free_slot)(void *p, unsigned c))
+{
+    uint64_t n = 0, limit = (lf_regions[c].next_chunk << CHUNK_SHIFT) / lf_regions[c].size + 1;
+    void **p = __atomic_load_n((void ***)&tc->pend[c].head, __ATOMIC_RELAXED);
+    while (p && n < limit && free_slot(p, c)) {
+        n++;
+        p = link_decode(__atomic_load_n(&p[0], __ATOMIC_RELAXED));
+    }
+    return n;
+}
+
+/* Take group g's remote list of class c whole; its length in *count. */
+static void **owner_take(unsigned g, unsigned c, size_t *count)
+{
+    volatile AO_t *head = &owner_remote[g].head[c];
+    if (!AO_load(head))
+        return NULL;
+    void **list = (void **)__atomic_exchange_n(head, 0, __ATOMIC_ACQUIRE);
+    /* Early or late by a push in progress, as remote_take's. */
+    *count = list ? __atomic_exchange_n(&owner_remote[g].count[c], 0, __ATOMIC_ACQ_REL) : 0;
+    return list;
+}
+
+/* Group g's remote list of class c onto the global list; lock held. */
+static void owner_to_global(unsigned g, unsigned c)
+{
+    size_t n;
+    void **list = owner_take(g, c, &n);
+    if (!list)
+        return;
+    struct class_kind *ck = class_kind_of(c, KIND_MALLOC);
+    void **tail = list;
+    uint32_t exact = 1;
+    for (; link_decode(tail[0]); exact++)
+        tail = link_decode(tail[0]);
+    tail[0] = link_encode(ck->free);
+    ck->free = list;
+    ck->free_count += exact;
+    lf_malloc_remote_taken(exact * lf_regions[c].size);
+}
+
+/* Move the remote lists of group g (every group: g < 0) to the global
+ * lists of malloc's plain kind; lock held. */
+void lf_owner_remote_drain(int g)
+{
+    for (unsigned i = 0; i < FREE_GROUPS; i++) {
+        if (g >= 0 && i != (unsigned)g)
+            continue;
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+            owner_to_global(i, c);
+        }
+    }
+}
+
+/* Before a span is claimed for class c: the slots freed to groups that
+ * no thread belongs to any more go to the global list (lock held). */
+static void orphans_take(unsigned c)
+{
+    for (unsigned g = 0; g < FREE_GROUPS; g++) {
+        if (group_threads[g] || !AO_load(&owner_remote[g].head[c]))
+            continue;
+        owner_to_global(g, c);
+    }
+}
+
+/* The free slots on the owner groups' remote lists of class c, counted
+ * as count_cached (malloc.c) counts a thread's: lock held, each link
+ * checked before it is followed (an owner may be taking them). */
+uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void *p, unsigned c))
+{
+    uint64_t n = 0, limit = (lf_regions[c].next_chunk << CHUNK_SHIFT) / lf_regions[c].size + 1;
+    for (unsigned g = 0; g < FREE_GROUPS; g++) {
+        void **p = (void **)AO_load(&owner_remote[g].head[c]);
+        while (p && n < limit && free_slot(p, c)) {
+            n++;
+            p = link_decode(__atomic_load_n(&p[0], __ATOMIC_RELAXED));
+        }
+    }
+    return n;
+}
+
+/* Free's path for malloc's small object p of another group's span, its
+ * fast path having failed: onto that group's remote list, by way of the
+ * thread's batch.  Anything else (not the base of an object in use of a
+ * span of another group, a thread with no cache) goes to the full checks. */
+LFGC_EXPORT void lfgc_private_free_slow(void *p)
+{
+    if (unlikely(!lf_heap_initialized)) {
+        lf_malloc_free_slow(p);
+        return;
+    }
+    struct thread_cache *tc = lf_tl_cache;
+    unsigned k = lf_free_map[(uintptr_t)p >> CHUNK_SHIFT];
+    unsigned g = k_group[k], c = k_class[k];
+    /* 0 until the cache is armed, and in lf_empty_cache. */
+    uint64_t magic = tc->free_magic[FREE_MAGIC_OWN + (c & 63)];
+    if (g == 0xff || g == tc->free_group || (uint64_t)(uintptr_t)p * magic >= magic ||
+        slot_is_free(p)) {
+        lf_malloc_free_slow(p);
+        return;
+    }
+    remote_defer(tc, g, c, p);
+}
+
 /* The next `want` slots of a span of a manual kind, from bitmap index
  * *next: every slot there is free (the span was taken empty and malloc's
  * spans are never swept), whatever the marker wrote in their mark bits. */
@@ -809,10 +1049,22 @@ static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsign
         want *= 4;
         *plain = 0;
     }
+    bool owned = kind == KIND_MALLOC && tc->free_grouped;
+    if (unlikely(owned && tc->pend[c].head))
+        pend_flush(tc, c, false);
     for (;;) {
         if (sweep_enter(tc)) {
             size_t n;
-            void *list = remote_take(ck, &n);
+            void *list = owned ? owner_take(tc->free_group, c, &n) : NULL;
+            if (list) {
+                /* Slots of the group's spans that other threads freed. */
+                taken = n;
+                kc->free[c] = list;
+                sweep_exit(tc);
+                lf_malloc_remote_taken(n * r->size);
+                break;
+            }
+            list = remote_take(ck, &n);
             if (list) {
                 taken = n;
                 kc->free[c] = list;
@@ -849,6 +1101,8 @@ static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsign
             sweep_exit(tc);
         }
         lock();                       /* also waits for a collection */
+        if (owned && !ck->free)
+            orphans_take(c);
         if (ck->free) {
             /* Up to a batch of explicitly freed slots. */
             void **head = ck->free, **tail = head;
@@ -888,6 +1142,9 @@ static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsign
         }
         uint64_t qa, qb;
         lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
+        if (owned)
+            memset(lf_free_map + (r->start >> CHUNK_SHIFT) + span_chunk_index(r, s),
+                   (int)(1 + c + tc->free_group * FREE_GROUP_STRIDE), r->span_chunks);
         cur->span = s;
         cur->next = qa - r->q0;
         cur->end = qb - r->q0;
@@ -1293,6 +1550,20 @@ void lf_cache_return(struct thread_cache *tc)
         spare_kind_caches = kc;
     }
     kind_cache_return(&tc->mk, lf_malloc_small_kind);
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+        pend_flush(tc, c, true);
+    if (tc->remote_freed) {
+        lf_malloc_remote_pushed_held(tc->remote_freed);
+        tc->remote_freed = 0;
+    }
+    /* The last thread of its group leaves: the slots others freed to the
+     * group go to the global lists (frees still on their way there wait
+     * for the group's next thread, or a scavenge). */
+    if (tc->free_grouped) {
+        tc->free_grouped = 0;
+        if (--group_threads[tc->free_group] == 0)
+            lf_owner_remote_drain(tc->free_group);
+    }
 }
 
 /* Validate p as the base of an object in use; warn and return false
@@ -1442,8 +1713,13 @@ void lf_manual_free_small(void *p, unsigned c)
     struct thread_cache *tc = lf_tl_cache;
     struct kind_cache *kc = &tc->mk;
     struct region *r = &lf_regions[c];
-    if (unlikely(!tc->free_magic[1]))
+    if (unlikely(!tc->free_magic[FREE_MAGIC_OWN]))
         lf_cache_arm_free(tc);
+    int g = slot_group(p);
+    if (g >= 0 && (unsigned)g != tc->free_group) {
+        remote_defer(tc, (unsigned)g, c, p);
+        return;
+    }
     if (unlikely(lf_malloc_wipe))
         memset(p, 0, r->size);
     if (unlikely(lf_malloc_shuffle) && kc->free[c])

@@ -450,6 +450,18 @@ struct sweep_cursor {
     bool clear;             /* zero dead slots                             */
 };
 
+/* Owner groups of malloc's plain small spans.  Every thread belongs to
+ * one (the one with fewest threads when it registered); a span belongs
+ * to the group of the thread that claimed it, and lf_free_map's byte
+ * for its chunks says which: 1 + class + group * FREE_GROUP_STRIDE, so
+ * that the free fast path accepts only its own group's slots, and a slot
+ * freed by another group's thread goes back to its owners (their
+ * lock-free remote list, taken by their next refill) instead of staying
+ * in the freeing thread's cache, beside its owners' objects. */
+#define FREE_GROUPS       5
+#define FREE_GROUP_STRIDE NUM_SMALL_CLASSES
+_Static_assert(1 + FREE_GROUPS * FREE_GROUP_STRIDE <= 256, "free map byte: group and class");
+
 /* A thread's lists of one kind. */
 struct kind_cache {
     void *free[NUM_SMALL_CLASSES];
@@ -476,29 +488,56 @@ struct thread_cache {
      * collector (lf_thread_cache_create), which may never happen.  A
      * thread that only mallocs may block every signal. */
     uint8_t manual_only;
+    /* The owner group of the malloc spans this thread claims (see
+     * lf_free_fast), once free_grouped is set. */
+    uint8_t free_group, free_grouped;
+    uint64_t remote_freed;      /* bytes freed to other groups, not yet
+                                   counted in malloc.c's remote_bytes      */
+    /* Per class, slots of another group's spans freed here, gathered
+     * into a list (all of one group) that goes onto the group's remote
+     * list in one CAS (alloc.c: remote_defer). */
+    struct remote_pending {
+        void *head, *tail;
+        int32_t left;           /* slots to gather before the next hand-over */
+        uint8_t group;
+    } pend[NUM_SMALL_CLASSES];
     /* What free's fast path reads (lf_free_fast), here so that it needs
-     * nothing but the cache: free_magic[k] is lowfat_magics of malloc's
-     * class k - 1, 0 for k = 0, indexed by lf_free_map's byte (0 for
-     * anything but malloc's plain small spans, so 0 fails the slot-base
-     * test, as every entry does until the cache is armed and in
-     * lf_empty_cache); free_map copies lf_free_map, which is also the
-     * free-slot canary.  liblfgc-malloc's free reads them too: their
-     * offsets, and those of mk.free and mk.credit, are a private interface
-     * between the two libraries (LF_PRIVATE_ABI). */
-    uint8_t *free_map;
-    uint64_t free_magic[NUM_SMALL_CLASSES + 1];
+     * nothing but the cache, through lf_tl_free (the cache's address moved
+     * down by the group's shift, FREE_SHIFT): at FREE_MAP_AT(g) the
+     * address of lf_free_map, which is also the free-slot canary; at
+     * free_magic[FREE_MAGIC_OWN + c] lowfat_magics of malloc's class c,
+     * which the fast path finds with the free map's byte k = 1 + c + g *
+     * FREE_GROUP_STRIDE of a span of its own group; every other entry it
+     * may read (another group's k, or 0 for anything but malloc's plain
+     * small spans) is 0, which fails the slot-base test, as the own ones
+     * do until the cache is armed and in lf_empty_cache.  liblfgc-malloc's
+     * free reads them too: their offsets, and those of mk.free and
+     * mk.credit, are a private interface between the two libraries
+     * (LF_PRIVATE_ABI). */
+    uint8_t *free_map_at[FREE_GROUP_STRIDE * (FREE_GROUPS - 1) + 1];
+    uint64_t free_magic[FREE_GROUP_STRIDE * (FREE_GROUPS - 1) + 256];
 };
+#define FREE_MAP_AT(g)  (FREE_GROUP_STRIDE * (FREE_GROUPS - 1 - (g)))
+#define FREE_MAGIC_OWN  (FREE_GROUP_STRIDE * (FREE_GROUPS - 1) + 1)
+/* lf_tl_free of a cache of group g: its address less this many bytes. */
+#define FREE_SHIFT(g)   ((uint64_t)(g) * FREE_GROUP_STRIDE * 8)
 extern __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec")));
+/* The calling thread's cache as free's fast path addresses it:
+ * lf_tl_cache less FREE_SHIFT of its group. */
+extern __thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec")));
 extern struct thread_cache lf_empty_cache;
-/* A new cache: free_map set; the rest once the heap is set up (else the
- * first free that takes the slow path does it). */
+/* A new cache: its group and free map set; the magics once the heap is
+ * set up (else the first free that takes the slow path does it). */
 void lf_cache_arm_free(struct thread_cache *tc);
+/* Make tc (armed, or lf_empty_cache) the calling thread's cache. */
+void lf_tl_cache_set(struct thread_cache *tc);
+void lf_groups_after_fork(struct thread_cache *tc);   /* in the child */
 
 /* liblfgc-malloc reads struct thread_cache through this alias of
  * lf_tl_cache, whose name carries the number: bump it whenever a field
  * lf_free_fast reads moves, so that a liblfgc-malloc built for another
  * layout fails to load rather than corrupt the heap. */
-#define LF_PRIVATE_ABI 1
+#define LF_PRIVATE_ABI 2
 #define LF_PRIVATE_TLS_CACHE_(n) lfgc_private_tl_cache_##n
 #define LF_PRIVATE_TLS_CACHE(n) LF_PRIVATE_TLS_CACHE_(n)
 /* Should the number not be bumped, the layout itself is compared:
@@ -513,25 +552,28 @@ void lf_cache_arm_free(struct thread_cache *tc);
 #define LF_PRIVATE_LAYOUT                                                          \
     LF_LAYOUT_MIX(LF_LAYOUT_MIX(LF_LAYOUT_MIX(LF_LAYOUT_MIX(LF_LAYOUT_MIX(        \
     LF_LAYOUT_MIX(LF_LAYOUT_MIX(0xcbf29ce484222325ull, LF_PRIVATE_ABI),          \
-        offsetof(struct thread_cache, free_map)),                                \
-        offsetof(struct thread_cache, free_magic)),                              \
+        offsetof(struct thread_cache, free_map_at) + FREE_GROUPS),               \
+        offsetof(struct thread_cache, free_magic) + FREE_GROUP_STRIDE),          \
         offsetof(struct thread_cache, mk.free)),                                 \
         offsetof(struct thread_cache, mk.credit)),                               \
         (uint64_t)NUM_SMALL_CLASSES << 8 | CHUNK_SHIFT),                         \
         LINK_TAG ^ (uint64_t)LF_PRIVATE_LAYOUT_SALT)
 
 /* free's fast path, shared by lfgc_free and liblfgc-malloc's free: true
- * when p went onto the thread's list.  The free map's address is the
- * canary (lf_alloc_init), so one register serves both.  One byte of the
- * free map gives k,
- * 1 + the class when a span of malloc's plain small kind owns p's chunk
- * (so: in the heap, a span in use, malloc's, small, not hardened, not the
- * collector's), 0 otherwise; p is a slot base (its address a multiple of
+ * when p went onto the thread's list.  tc is lf_tl_free (the cache less
+ * its group's shift).  The free map's address is the canary
+ * (lf_alloc_init), so one register serves both.  One byte of the free map
+ * gives k, 1 + the class + group * FREE_GROUP_STRIDE when a span of
+ * malloc's plain small kind owns p's chunk (so: in the heap, a span in
+ * use, malloc's, small, not hardened, not the collector's), 0 otherwise;
+ * with the shift, the thread's own group's k index its own entries, and
+ * any other k a zero magic; p is a slot base (its address a multiple of
  * the class's size: the low product with the reciprocal is below the
- * reciprocal, which is 0 for k = 0); it is not free (the canary); and the
- * thread's credit of frees is not spent.  In assembly: GCC would copy the
- * reciprocal into a register for the compare and compute the address of
- * the thread's entries first (two instructions more). */
+ * reciprocal, which is 0 for k = 0 and other groups' k, whose frees so go
+ * back to their owners by the slow path); it is not free (the canary);
+ * and the thread's credit of frees is not spent.  In assembly: GCC would
+ * copy the reciprocal into a register for the compare and compute the
+ * address of the thread's entries first (two instructions more). */
 static inline __attribute__((always_inline)) bool lf_free_fast(void *p, struct thread_cache *tc)
 {
     uint64_t m, t, k, link;
@@ -554,8 +596,10 @@ static inline __attribute__((always_inline)) bool lf_free_fast(void *p, struct t
                           "mov %[p], %c[head](%[tc],%[k],8)"
                           : [m] "=&r"(m), [t] "=&r"(t), [k] "=&r"(k), [link] "=&r"(link)
                           : [p] "r"(p), [tc] "r"(tc), [chunk_shift] "i"(CHUNK_SHIFT),
-                            [map] "i"(offsetof(struct thread_cache, free_map)),
-                            [magic] "i"(offsetof(struct thread_cache, free_magic)),
+                            [map] "i"(offsetof(struct thread_cache, free_map_at) +
+                                      8 * FREE_MAP_AT(0)),
+                            [magic] "i"(offsetof(struct thread_cache, free_magic) +
+                                        8 * (FREE_MAGIC_OWN - 1)),
                             [credit] "i"(offsetof(struct thread_cache, mk.credit) - 8),
                             [head] "i"(offsetof(struct thread_cache, mk.free) - 8)
                           : "cc", "memory"
@@ -597,6 +641,20 @@ void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind);
 void lf_manual_free_small(void *p, unsigned c);
 void lf_malloc_free_checked(void *p, struct region *r);  /* GC_free of malloc's */
 void lf_malloc_remote_pushed(uint64_t bytes);
+void lf_malloc_remote_pushed_held(uint64_t bytes);     /* lock held: no scavenge */
+/* Owner groups (alloc.c): their remote lists to the global ones (g < 0:
+ * every group's), lock held; the free slots on them of class c, each
+ * link checked with free_slot before it is followed, lock held. */
+/* free once its fast path has failed: liblfgc-malloc's free goes here
+ * (a private interface between the two libraries, as LF_PRIVATE_ABI).
+ * Another group's slot goes back to it; anything else to malloc.c's
+ * lf_malloc_free_slow, which says what is wrong. */
+LFGC_EXPORT void lfgc_private_free_slow(void *p);
+void lf_malloc_free_slow(void *p);
+void lf_owner_remote_drain(int g);
+uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void *p, unsigned c));
+uint64_t lf_pending_count(struct thread_cache *tc, unsigned c,
+                          bool (*free_slot)(void *p, unsigned c));
 void lf_malloc_remote_taken(uint64_t bytes);
 void lf_malloc_shuffle_list(void **head);
 void lf_malloc_insert_random(void **head, void *p);

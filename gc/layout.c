@@ -284,7 +284,8 @@ bool lf_layout_init(void)
     __atomic_store_n(&lf_free_map, (uint8_t *)fm, __ATOMIC_RELEASE);
     /* Caches are made after this (the constructor runs it before main), but
      * threads without one use the empty cache's. */
-    __atomic_store_n(&lf_empty_cache.free_map, (uint8_t *)fm, __ATOMIC_RELEASE);
+    __atomic_store_n(&lf_empty_cache.free_map_at[FREE_MAP_AT(0)], (uint8_t *)fm,
+                     __ATOMIC_RELEASE);
     return true;
 }
 

@@ -157,7 +157,7 @@ void lf_malloc_free_checked(void *p, struct region *r)
     free_valid(p, r);
 }
 
-static __attribute__((noinline)) void free_slow(void *p)
+void lf_malloc_free_slow(void *p)
 {
     if (!p)
         return;
@@ -178,9 +178,9 @@ static __attribute__((noinline)) void free_slow(void *p)
  * slow path, which says what is wrong. */
 LFGC_EXPORT void lfgc_free(void *p)
 {
-    if (likely(lf_free_fast(p, lf_tl_cache)))
+    if (likely(lf_free_fast(p, lf_tl_free)))
         return;
-    free_slow(p);
+    lfgc_private_free_slow(p);
 }
 
 /* ------------------------------------------------------------------ */
@@ -421,6 +421,11 @@ void lf_malloc_remote_taken(uint64_t bytes)
 
 static bool scavenge(void);
 
+void lf_malloc_remote_pushed_held(uint64_t bytes)
+{
+    AO_fetch_and_add(&remote_bytes, bytes);
+}
+
 void lf_malloc_remote_pushed(uint64_t bytes)
 {
     AO_t now = AO_fetch_and_add(&remote_bytes, bytes) + bytes;
@@ -466,6 +471,7 @@ static bool scavenge(void)
     unsigned kind = lf_malloc_small_kind;
     bool released = false;
     AO_store(&remote_bytes, 0);
+    lf_owner_remote_drain(-1);
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         struct class_kind *ck = class_kind_of(c, kind);
@@ -582,6 +588,11 @@ static bool cached_free_slot(void *p, unsigned c, unsigned kind)
            slot_is_free(p);
 }
 
+static bool plain_free_slot(void *p, unsigned c)
+{
+    return cached_free_slot(p, c, KIND_MALLOC);
+}
+
 /* The free slots a thread holds for malloc: its lists and the rest of the
  * span it links.  Lock held, so no span goes back meanwhile; the owner
  * pushes and pops without it, so each link is checked to be a free slot
@@ -608,6 +619,8 @@ static void count_cached(struct thread_cache *tc, void *arg)
         uint64_t end = __atomic_load_n(&cur->end, __ATOMIC_RELAXED);
         if (__atomic_load_n(&cur->span, __ATOMIC_RELAXED) && end > next)
             n += end - next;
+        if (kind == KIND_MALLOC)
+            n += lf_pending_count(tc, c, plain_free_slot);
         sum->slots += n;
         sum->bytes += n * r->size;
     }
@@ -628,6 +641,8 @@ LFGC_EXPORT struct mallinfo2 lfgc_mallinfo2(void)
         if (c < NUM_SMALL_CLASSES) {
             struct class_kind *ck = class_kind_of(c, lf_malloc_small_kind);
             uint64_t n = ck->free_count + AO_load(&ck->remote_count);
+            if (lf_malloc_small_kind == KIND_MALLOC)
+                n += lf_owner_remote_count(c, plain_free_slot);
             free_slots += n;
             free_bytes += n * r->size;
             continue;

@@ -49,7 +49,7 @@ static inline __attribute__((always_inline)) void fast_free(void *p)
 {
     if (likely(lf_free_fast(p, LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI))))
         return;
-    lfgc_free(p);
+    lfgc_private_free_slow(p);
 }
 
 EXPORT void *malloc(size_t n) { return lfgc_malloc(n); }

@@ -315,7 +315,7 @@ static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
     rec->next = threads;
     threads = rec;
     tl_self = rec;
-    lf_tl_cache = &rec->cache;
+    lf_tl_cache_set(&rec->cache);
     unlock();
     nocancel_end(cancel);
     arm_exit_hook(rec);
@@ -333,7 +333,7 @@ static void unregister_self(void *retval, bool keep_record)
         return;
     lock();
     lf_cache_return(&me->cache);
-    lf_tl_cache = &lf_empty_cache;
+    lf_tl_cache_set(&lf_empty_cache);
     tl_self = NULL;
     if (keep_record && !me->detached) {
         me->retval = retval;
@@ -913,6 +913,7 @@ static void atfork_child(void)
     }
     if (me)
         me->id = pthread_self();
+    lf_groups_after_fork(me ? &me->cache : NULL);
     AO_store(&lf_gc_pending, 0);
     sem_init(&ack_sem, 0, 0);
     lf_mark_after_fork();
