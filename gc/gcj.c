@@ -8,6 +8,7 @@
  * 0 (an object whose type is not set yet) scans nothing.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -33,8 +34,13 @@ LFGC_EXPORT void GC_init_gcj_malloc(int mp_index, void *mp)
         return;
     }
     /* Type records whose descriptor is GC_MAKE_PROC(mp_index, env) call mp. */
-    if (mp)
-        lf_mark_proc_set((unsigned)mp_index, (GC_mark_proc)mp);
+    if (!lf_mark_proc_set((unsigned)mp_index, (GC_mark_proc)mp)) {
+        pthread_mutex_unlock(&gcj_lock);
+        char msg[200];
+        snprintf(msg, sizeof msg, "lfgc: GC_init_gcj_malloc: mark procedure index %d is "
+                 "neither reserved (0 to 6) nor one that GC_new_proc returned", mp_index);
+        lf_abort(msg);
+    }
     int k;
     if (getenv("GC_IGNORE_GCJ_INFO"))
         k = lf_kind_new_sized(SCAN_CONSERVATIVE, 0, true, NULL, 0, true, false);

@@ -416,8 +416,11 @@ void lf_describe_type(void *base, char *buf);
 unsigned lf_kinds_made(void);
 /* Mark procedures by index (GC_new_proc), read by the markers. */
 extern GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
-/* Set procedure i (a reserved index: gcj-style allocation's). */
-void lf_mark_proc_set(unsigned i, GC_mark_proc proc);
+/* Set procedure i (NULL: leave it) for gcj-style allocation, which
+ * names it, as bdwgc requires, by a reserved index (not typed.c's) or one
+ * GC_new_proc returned; false for any other, which a later GC_new_proc
+ * would hand to another procedure. */
+bool lf_mark_proc_set(unsigned i, GC_mark_proc proc);
 static inline bool kind_precise(const struct kind *k)
 {
     return k->scan >= SCAN_BITMAP;

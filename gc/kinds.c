@@ -144,11 +144,15 @@ bool lf_kind_valid(unsigned kind)
 LF_UNSCANNED GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
 static LF_UNSCANNED unsigned num_procs = GC_RESERVED_MARK_PROCS;     /* lock held */
 
-void lf_mark_proc_set(unsigned i, GC_mark_proc proc)
+bool lf_mark_proc_set(unsigned i, GC_mark_proc proc)
 {
-    if (i >= GC_MAX_MARK_PROCS)
-        lf_abort("lfgc: mark procedure index out of range");
-    __atomic_store_n(&lf_mark_procs[i], proc, __ATOMIC_RELEASE);
+    lock();
+    /* num_procs starts past the reserved indices. */
+    bool ok = i < num_procs && i != LF_TYPED_PROC_INDEX;
+    if (ok && proc)
+        __atomic_store_n(&lf_mark_procs[i], proc, __ATOMIC_RELEASE);
+    unlock();
+    return ok;
 }
 
 static unsigned new_proc(GC_mark_proc proc, bool maybe_locked)
@@ -163,7 +167,7 @@ static unsigned new_proc(GC_mark_proc proc, bool maybe_locked)
     unsigned i = num_procs;
     if (i < GC_MAX_MARK_PROCS) {
         num_procs++;
-        lf_mark_proc_set(i, proc);
+        __atomic_store_n(&lf_mark_procs[i], proc, __ATOMIC_RELEASE);
     }
     if (!locked)
         unlock();

@@ -23,11 +23,11 @@ extern "C" {
 #endif
 
 /* Set up gcj-style allocation; calls after the first do nothing.
- * mp_index is the mark-procedure index (0 to 63, but 7, which lfgc keeps
- * for GC_make_descriptor's long layouts; gcj uses
- * GC_GCJ_RESERVED_MARK_PROC_INDEX, 0) that mp, a GC_mark_proc, gets, so
- * that type records may hold GC_MAKE_PROC(mp_index, env) descriptors; mp
- * may be NULL.  With the environment variable GC_IGNORE_GCJ_INFO set,
+ * mp_index is the mark-procedure index that mp, a GC_mark_proc, gets, so
+ * that type records may hold GC_MAKE_PROC(mp_index, env) descriptors: a
+ * reserved one (0 to 6, 7 being kept by lfgc for GC_make_descriptor's
+ * long layouts; gcj uses GC_GCJ_RESERVED_MARK_PROC_INDEX, 0) or one that
+ * GC_new_proc returned; mp may be NULL.  With the environment variable GC_IGNORE_GCJ_INFO set,
  * gcj objects are scanned whole, conservatively.  A bad index is reported
  * on stderr and aborts, as in bdwgc. */
 GC_API void GC_init_gcj_malloc(int mp_index, void *mp);

@@ -171,6 +171,47 @@ Test(gcj, bad_index_aborts, .signal = SIGABRT)
     GC_init_gcj_malloc(64, NULL);
 }
 
+static struct GC_ms_entry *no_proc(GC_word *addr, struct GC_ms_entry *msp,
+                                   struct GC_ms_entry *lim, GC_word env)
+{
+    (void)addr, (void)lim, (void)env;
+    return msp;
+}
+
+/* An index neither reserved nor handed out by GC_new_proc is refused, as
+ * bdwgc refuses it: GC_new_proc would later hand it to another procedure,
+ * which would replace gcj's (or gcj's it). */
+Test(gcj, index_not_reserved_nor_handed_out_aborts, .signal = SIGABRT)
+{
+    GC_init_gcj_malloc(GC_MAX_MARK_PROCS - 1, (void *)word2_proc);
+}
+
+Test(gcj, next_free_index_aborts_and_is_not_shared, .signal = SIGABRT)
+{
+    GC_init_gcj_malloc(GC_RESERVED_MARK_PROCS, (void *)word2_proc);
+    /* Reached only when the index was taken: it must not be handed out. */
+    unsigned i = GC_new_proc(no_proc);
+    cr_assert_neq(i, GC_RESERVED_MARK_PROCS, "gcj's procedure index was handed out again");
+}
+
+/* An index GC_new_proc returned may be given to gcj: objects whose type
+ * names it call gcj's procedure, and later GC_new_proc calls hand out
+ * other indices. */
+Test(gcj, index_from_new_proc)
+{
+    unsigned idx = GC_new_proc(no_proc);
+    GC_init_gcj_malloc((int)idx, (void *)word2_proc);
+    for (int i = 0; i < 8; i++)
+        cr_assert_neq(GC_new_proc(no_proc), idx, "gcj's procedure index was handed out again");
+    vt_proc.descr = GC_MAKE_PROC(idx, 5);
+    unsigned calls = proc_calls;
+    size_t w[] = {1, 2, 3};
+    bool kept[] = {false, true, false};
+    gcj_keeps(48, &vt_proc, 3, w, kept, "mark procedure from GC_new_proc");
+    cr_assert_gt(proc_calls, calls, "gcj's procedure was never called");
+    cr_assert_eq(proc_env_seen, 5);
+}
+
 /* A free slot's first word is its free-list link: the marker must not
  * take it for a vtable.  The slot is freed by a thread that then leaves,
  * so that it lies on a global free list at the collection. */

@@ -882,6 +882,34 @@ Test(markproc, kind_with_unknown_procedure_aborts, .signal = SIGABRT)
     GC_new_kind(GC_new_free_list(), GC_MAKE_PROC(GC_MAX_MARK_PROCS - 1, 0), 0, 1);
 }
 
+/* A full procedure table: every index left is handed out once, then the
+ * next call reports it and aborts, as bdwgc's does. */
+static unsigned procs_left;
+
+static void full_table_abort(const char *msg)
+{
+    cr_assert_eq(procs_left, 0, "aborted with %u indices left: %s", procs_left, msg);
+    cr_assert(strstr(msg, "too many mark procedures"), "message: %s", msg);
+}
+
+Test(markproc, procedure_table_full_aborts, .signal = SIGABRT)
+{
+    bool seen[GC_MAX_MARK_PROCS] = {false};
+    unsigned first = GC_new_proc(pnode_mark);
+    cr_assert(first >= GC_RESERVED_MARK_PROCS && first < GC_MAX_MARK_PROCS);
+    seen[first] = true;
+    procs_left = GC_MAX_MARK_PROCS - 1 - first;
+    GC_set_abort_func(full_table_abort);
+    for (unsigned n = procs_left; n > 0; n--) {
+        unsigned p = n % 2 ? GC_new_proc(pnode_mark) : GC_new_proc_inner(pnode_mark);
+        cr_assert(p >= GC_RESERVED_MARK_PROCS && p < GC_MAX_MARK_PROCS && !seen[p],
+                  "index %u handed out", p);
+        seen[p] = true;
+        procs_left--;
+    }
+    GC_new_proc(pnode_mark);
+}
+
 Test(markproc, kind_with_procedure_and_add_size_aborts, .signal = SIGABRT)
 {
     unsigned p = GC_new_proc(pnode_mark);
