@@ -462,33 +462,59 @@ static uintptr_t *scan_descr(struct marker *m, uintptr_t *top, uintptr_t obj, ui
 }
 
 /* GC_calloc_explicitly_typed's arrays end with three words: the count, the
- * element size and the element's descriptor (typed.c).  The elements in
- * [lo, hi), each as its descriptor says. */
+ * element size and the element's descriptor (typed.c).  Decoded in this
+ * one place, for the marker and for minor collections' question
+ * (object_calls_proc), so that both take the same trailers for typed.c's. */
+struct typed_trailer {
+    uint64_t n, esize, ed;
+};
+enum trailer_state {
+    TRAILER_UNSET,          /* not set up yet: all zero, nothing to scan   */
+    TRAILER_OK,
+    TRAILER_BAD,            /* not one of typed.c's (the program wrote over
+                               it): the whole object, conservatively      */
+};
+
+static enum trailer_state typed_trailer(uintptr_t base, uintptr_t end, struct typed_trailer *t)
+{
+    if (end - base < 3 * 8)
+        return TRAILER_UNSET;
+    const uint64_t *w = (const uint64_t *)(end - 3 * 8);
+    t->n = w[0];
+    t->esize = w[1];
+    t->ed = w[2];
+    if (!t->n)
+        return TRAILER_UNSET;
+    if (!t->esize || t->esize % 8 || t->n > (end - base - 3 * 8) / t->esize)
+        return TRAILER_BAD;
+    return TRAILER_OK;
+}
+
+/* The elements in [lo, hi) of the array at [base, end), each as its
+ * descriptor says. */
 static uintptr_t *scan_typed_array(struct marker *m, uintptr_t *top, uintptr_t base,
                                    uintptr_t end, uintptr_t lo, uintptr_t hi, bool atomic,
                                    struct mark_entry *e)
 {
-    if (end - base < 3 * 8)
+    struct typed_trailer t;
+    switch (typed_trailer(base, end, &t)) {
+    case TRAILER_UNSET:
         return top;
-    const uint64_t *t = (const uint64_t *)(end - 3 * 8);
-    uint64_t n = t[0], esize = t[1], ed = t[2];
-    if (!n)
-        return top;                         /* not set up yet: all zero */
-    if (!esize || esize % 8 || n > (end - base - 3 * 8) / esize) {
-        /* Not one of typed.c's trailers (the program wrote over it): the
-         * whole object, conservatively. */
+    case TRAILER_BAD:
         e->lo = lo > base ? lo : base;
         e->hi = hi < end ? hi : end;
         return top;
+    case TRAILER_OK:
+        break;
     }
-    uintptr_t aend = base + n * esize;
+    uintptr_t aend = base + t.n * t.esize;
     if (hi > aend)
         hi = aend;
     if (lo >= hi)
         return top;
     top = slice_precise(m, top, lo, &hi);
-    for (uintptr_t el = base + (lo - base) / esize * esize; el < hi; el += esize)
-        top = scan_descr(m, top, el, el + esize, lo, hi, ed, atomic, NULL, 0);
+    for (uintptr_t el = base + (lo - base) / t.esize * t.esize; el < hi; el += t.esize)
+        top = scan_descr(m, top, el, el + t.esize, lo, hi, t.ed, atomic, NULL, 0);
     return top;
 }
 
@@ -1308,10 +1334,16 @@ static bool object_calls_proc(const struct kind *k, uintptr_t base, uintptr_t en
         return false;                       /* a free slot */
     if (k->scan == SCAN_PER_OBJECT)
         return descr_calls_proc(k->descr + (k->add_size ? end - base : 0), base, end);
-    if (k->scan != SCAN_TYPED_ARRAY || end - base < 3 * 8)
-        return false;
-    const uint64_t *t = (const uint64_t *)(end - 3 * 8);
-    return t[0] && t[1] >= 8 && t[1] <= end - base && descr_calls_proc(t[2], base, base + t[1]);
+    struct typed_trailer t;
+    if (k->scan != SCAN_TYPED_ARRAY || typed_trailer(base, end, &t) != TRAILER_OK)
+        return false;                       /* none, or scanned whole */
+    /* A descriptor read from each element may differ between elements. */
+    uintptr_t last = (t.ed & GC_DS_TAGS) == GC_DS_PER_OBJECT ? base + t.n * t.esize
+                                                             : base + t.esize;
+    for (uintptr_t el = base; el < last; el += t.esize)
+        if (descr_calls_proc(t.ed, el, el + t.esize))
+            return true;
+    return false;
 }
 
 /* A minor collection does not see writes a mark procedure reads outside

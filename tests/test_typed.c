@@ -294,3 +294,132 @@ Test(typed, minor_collection_rescans_typed_array_precisely)
 {
     minor_rescan(true);
 }
+
+/* ------------------------------------------------------------------ */
+/* Arrays whose elements name a mark procedure                         */
+
+/* Elements of two words: a type record's address, then an index into a
+ * side table outside the heap (which lfgc neither scans nor protects).
+ * The array's element descriptor is read from each element's record
+ * (GC_DS_PER_OBJECT, as gcj's), and the record names side_proc, which
+ * follows the side table's entry: encoded, so that no word of the table
+ * is a heap address.  A minor collection sees no write to the table. */
+#define SIDE_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5)
+static uintptr_t side[8];
+static GC_word side_record[2];
+static GC_descr per_elem_descr;
+
+static struct GC_ms_entry *side_proc(GC_word *addr, struct GC_ms_entry *msp,
+                                     struct GC_ms_entry *lim, GC_word env)
+{
+    (void)env;
+    GC_word i = addr[1];
+    if (i && i <= 8 && side[i - 1])
+        msp = GC_MARK_AND_PUSH((void *)(side[i - 1] ^ SIDE_MASK), msp, lim, NULL);
+    return msp;
+}
+
+static void side_setup(void)
+{
+    side_record[1] = GC_MAKE_PROC(GC_new_proc(side_proc), 0);
+    per_elem_descr = (GC_word)(-(GC_signed_word)8 - GC_INDIR_PER_OBJ_BIAS) | GC_DS_PER_OBJECT;
+}
+
+static TU_NOINLINE GC_hidden_pointer side_target(size_t i, uint64_t seed)
+{
+    void *t = GC_malloc(TU_TARGET);
+    cr_assert_not_null(t);
+    tu_fill_bytes(t, TU_TARGET, seed);
+    side[i] = (uintptr_t)t ^ SIDE_MASK;
+    return tu_hide(t);
+}
+
+/* Only element 2 has a type, and so a procedure: a minor collection must
+ * still call it on the old array, every element being decoded.  Large: a
+ * span of its own, whose pages nothing else writes. */
+static TU_NOINLINE void root_side_array(void)
+{
+    GC_word *a = GC_calloc_explicitly_typed(100 * KiB / 16, 16, per_elem_descr);
+    cr_assert_not_null(a);
+    a[2 * 2] = (GC_word)side_record;
+    a[2 * 2 + 1] = 1;                       /* side[0] */
+    tu_holder = a;
+}
+
+Test(typed, minor_collection_calls_an_element_procedure_of_any_element)
+{
+    side_setup();
+    root_side_array();
+    tu_collect();
+    if (!tu_collect_minor())
+        TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
+                "asynchronous write protection");
+    cr_assert(tu_collect_minor());          /* the array is old, its page protected */
+    GC_hidden_pointer h[3];
+    for (int round = 0; round < 3; round++) {
+        GC_disable();
+        h[round] = side_target(0, 50 + (uint64_t)round);
+        GC_enable();
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert(tu_live(h[round]),
+                  "round %d: the young object element 2's procedure reaches was freed", round);
+        cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(h[round]), TU_TARGET, 50 + (uint64_t)round),
+                     TU_TARGET, "round %d: the young object was damaged", round);
+    }
+    tu_collect();
+    cr_assert_not(tu_live(h[0]) || tu_live(h[1]), "replaced objects survived");
+    side[0] = 0;
+    tu_collect();
+    cr_assert_not(tu_live(h[2]), "the object the side table no longer holds was kept");
+    tu_holder = NULL;
+}
+
+/* Arrays whose trailer the program overwrote (a count past the array's
+ * room) are scanned whole, conservatively, by every path: deciding
+ * whether a minor collection rescans one must not decode its elements
+ * either (their first word is not a record's address).  Those arrays lie
+ * next to good ones whose elements call the procedure, in the spans a
+ * minor collection looks into. */
+#define DAMAGED_PAIRS 16
+static void *volatile damaged_roots[2 * DAMAGED_PAIRS];
+
+static TU_NOINLINE void make_damaged_pairs(GC_hidden_pointer *target)
+{
+    GC_disable();
+    void *t = GC_malloc(TU_TARGET);
+    cr_assert_not_null(t);
+    tu_fill_bytes(t, TU_TARGET, 60);
+    *target = tu_hide(t);
+    for (int i = 0; i < DAMAGED_PAIRS; i++) {
+        GC_word *good = GC_calloc_explicitly_typed(4, 16, per_elem_descr);
+        GC_word *bad = GC_calloc_explicitly_typed(4, 16, per_elem_descr);
+        cr_assert(good && bad);
+        good[0] = (GC_word)side_record;
+        size_t words = GC_size(bad) / sizeof(GC_word);
+        bad[words - 3] = (GC_word)1 << 40;  /* the count */
+        bad[0] = 0x18;                      /* no record's address */
+        bad[3] = (GC_word)t;                /* kept: scanned whole */
+        damaged_roots[2 * i] = good;
+        damaged_roots[2 * i + 1] = bad;
+    }
+    GC_enable();
+}
+
+Test(typed, minor_collection_with_damaged_array_trailers)
+{
+    side_setup();
+    GC_hidden_pointer t;
+    make_damaged_pairs(&t);
+    tu_collect();
+    if (!tu_collect_minor())
+        TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
+                "asynchronous write protection");
+    cr_assert(tu_collect_minor(), "expected a minor collection");
+    cr_assert(tu_live(t), "a damaged array was not scanned whole");
+    cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(t), TU_TARGET, 60), TU_TARGET);
+    for (int i = 0; i < 2 * DAMAGED_PAIRS; i++)
+        damaged_roots[i] = NULL;
+    tu_collect();
+    cr_assert_not(tu_live(t), "the target of the dropped arrays was kept");
+}
