@@ -1155,6 +1155,53 @@ void lf_mark_object(const void *p)
     lf_mark_range(&w, &w + 1);
 }
 
+/* GC_register_finalizer_ignore_self's object at [base, end), slot q of r,
+ * of a precise kind: its words as the marker decodes them (the words its
+ * descriptor names, what its procedure pushes), less those pointing into
+ * the object itself.  Its mark is set while its own words are decoded, so
+ * that they push nothing into it, and cleared before what they reach is
+ * traced, so that a way back to it through other objects still marks it
+ * (a cycle, as bdwgc sees one).  Nothing of it is left on the stack for
+ * later (a slice would be scanned with the mark cleared). */
+static void contents_ignoring_self(struct region *r, uint64_t q, const struct kind *k,
+                                   uintptr_t base, uintptr_t end)
+{
+    /* No helper may meet the object while its mark is borrowed. */
+    if (parallel_now)
+        lf_mark_finish();
+    struct marker *m = &markers[0];
+    uint64_t bit = q - r->q0;
+    bool was_marked = bit_get(r->mark_bits, bit);
+    bit_set(r->mark_bits, bit);
+    uintptr_t *top = m->top;
+    uintptr_t whole = base;                 /* scanned whole up to here */
+    if (k->scan == SCAN_TYPED_ARRAY) {
+        struct typed_trailer t;
+        switch (typed_trailer(base, end, &t)) {
+        case TRAILER_UNSET:
+            break;
+        case TRAILER_BAD:
+            whole = end;
+            break;
+        case TRAILER_OK:
+            for (uintptr_t el = base; el < base + t.n * t.esize; el += t.esize)
+                top = scan_descr(m, top, el, el + t.esize, el, el + t.esize, t.ed, false, NULL,
+                                 0);
+            break;
+        }
+    } else {
+        uintptr_t d = k->descr + (k->add_size ? end - base : 0);
+        top = scan_descr(m, top, base, end, base, end, d, false, NULL, 0);
+    }
+    if (whole > base)
+        top = likely(!lf_base_only) ? scan_words(m, base, whole, top, false, false)
+                                    : scan_words(m, base, whole, top, false, true);
+    m->top = top;
+    if (!was_marked)
+        bit_clear(r->mark_bits, bit);
+    drain(m);
+}
+
 /* Mark what the object p points into reaches, not the object itself
  * (unless something leads back to it); with skip_self, words pointing
  * into the object are not followed. */
@@ -1166,17 +1213,21 @@ void lf_mark_contents(const void *p, bool skip_self)
         return;
     const struct kind *k = &lf_kinds[lf_chunk_map[(q * r->size) >> CHUNK_SHIFT] - 1];
     uintptr_t base = q * r->size, end = object_end(base);
-    uintptr_t skip = skip_self ? end - base : 0;
     /* What the marker would scan of it: its kind says how much. */
-    end = base + kind_scan_len(k, (const void *)base, end - base);
-    /* Words pointing into the object itself are left out word by word:
-     * then, as bdwgc does, a precise kind's object is scanned whole.  A
-     * mark procedure's always decides (its words may hide references). */
-    if ((!skip_self || k->scan == SCAN_PROC) && kind_precise(k)) {
-        if (end > base)
-            mark_object_now((const void *)base, k, end - base);
+    uint64_t len = kind_scan_len(k, (const void *)base, end - base);
+    if (!len)
+        return;
+    /* A precise kind's object goes through its descriptor, as the marker
+     * scans it: its words may hide references only its procedure finds. */
+    if (kind_precise(k)) {
+        if (skip_self)
+            contents_ignoring_self(r, q, k, base, end);
+        else
+            mark_object_now((const void *)base, k, len);
         return;
     }
+    uintptr_t skip = skip_self ? end - base : 0;
+    end = base + len;
     struct marker *m = &markers[0];
     if (!skip) {
         /* The marker's own loop: a push per word at most, and push_slow

@@ -361,3 +361,80 @@ Test(gcj, minor_collection_calls_a_procedure_reading_outside_the_object)
     cr_assert_not(tu_live(last), "the object the side table no longer holds was kept");
     tu_holder = NULL;
 }
+
+/* ------------------------------------------------------------------ */
+/* Finalization: what a finalizable object reaches, through its type   */
+
+/* A procedure that follows an encoded reference (word 1: no word of the
+ * object is the target's address) and the object's word 3. */
+static struct GC_ms_entry *encoded_proc(GC_word *addr, struct GC_ms_entry *msp,
+                                        struct GC_ms_entry *lim, GC_word env)
+{
+    (void)env;
+    if (addr[1])
+        msp = GC_MARK_AND_PUSH((void *)(addr[1] ^ SIDE_MASK), msp, lim, NULL);
+    return GC_MARK_AND_PUSH((void *)addr[3], msp, lim, (void **)&addr[3]);
+}
+
+static struct vtable vt_encoded;
+static volatile int enc_finalized, enc_target_ok;
+
+static TU_NOINLINE int target_intact(const void *t, uint64_t seed)
+{
+    return lfgc_is_live(t) && tu_check_bytes(t, TU_TARGET, seed) == TU_TARGET;
+}
+
+static void enc_fin(void *obj, void *cd)
+{
+    GC_word *o = obj;
+    enc_finalized++;
+    enc_target_ok = target_intact((void *)(o[1] ^ SIDE_MASK), (uint64_t)(uintptr_t)cd);
+}
+
+/* An object whose procedure reaches a target, and, in word 3, the object
+ * itself (or nothing). */
+static TU_NOINLINE GC_hidden_pointer encoded_object(uint64_t seed, bool self, bool ignore_self)
+{
+    GC_disable();
+    GC_word *o = GC_gcj_malloc(48, &vt_encoded);
+    void *t = GC_malloc(TU_TARGET);
+    cr_assert(o && t);
+    tu_fill_bytes(t, TU_TARGET, seed);
+    o[1] = (GC_word)t ^ SIDE_MASK;
+    o[3] = self ? (GC_word)o : 0;
+    if (ignore_self)
+        GC_register_finalizer_ignore_self(o, enc_fin, (void *)(uintptr_t)seed, NULL, NULL);
+    else
+        GC_register_finalizer(o, enc_fin, (void *)(uintptr_t)seed, NULL, NULL);
+    GC_enable();
+    return tu_hide(t);
+}
+
+static void finalized_with_target(bool self, bool ignore_self)
+{
+    GC_init_gcj_malloc(GC_GCJ_RESERVED_MARK_PROC_INDEX, (void *)encoded_proc);
+    vt_encoded.descr = GC_MAKE_PROC(GC_GCJ_RESERVED_MARK_PROC_INDEX, 0);
+    GC_hidden_pointer t = encoded_object(80, self, ignore_self);
+    tu_collect();
+    cr_assert_eq(enc_finalized, 1, "finalized %d times", enc_finalized);
+    cr_assert(enc_target_ok, "what the procedure reaches was freed before the finalizer ran");
+    tu_collect();
+    tu_collect();
+    cr_assert_not(tu_live(t), "the target outlived its finalized object");
+}
+
+Test(gcj, finalizer_keeps_what_the_procedure_reaches)
+{
+    finalized_with_target(false, false);
+}
+
+Test(gcj, finalizer_ignoring_self_keeps_what_the_procedure_reaches)
+{
+    finalized_with_target(false, true);
+}
+
+/* The procedure's pointer back to the object is its own: ignored. */
+Test(gcj, finalizer_ignoring_self_through_the_procedure)
+{
+    finalized_with_target(true, true);
+}

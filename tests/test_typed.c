@@ -423,3 +423,86 @@ Test(typed, minor_collection_with_damaged_array_trailers)
     tu_collect();
     cr_assert_not(tu_live(t), "the target of the dropped arrays was kept");
 }
+
+/* ------------------------------------------------------------------ */
+/* Finalization ignoring self                                          */
+
+/* A typed object of 1000 words (a long layout, longer than a slice of the
+ * marker's) naming word 1 (a target) and word 900 (the object itself);
+ * word 500, not named, holds a decoy.  Registered with
+ * GC_register_finalizer_ignore_self and dropped: it is finalized (its
+ * pointer to itself is ignored), the target is intact when its finalizer
+ * runs, and the decoy is not kept by it. */
+#define SELF_WORDS 1000
+static volatile int self_finalized, self_target_ok;
+static GC_hidden_pointer self_target;
+
+static TU_NOINLINE int self_target_intact(void)
+{
+    return tu_live(self_target) &&
+           tu_check_bytes(GC_REVEAL_POINTER(self_target), TU_TARGET, 70) == TU_TARGET;
+}
+
+static void self_fin(void *obj, void *cd)
+{
+    (void)obj;
+    (void)cd;
+    self_finalized++;
+    self_target_ok = self_target_intact();
+}
+
+static TU_NOINLINE GC_hidden_pointer self_object(void)
+{
+    size_t named[] = {1, 900};
+    GC_descr d = descr_of(SELF_WORDS, 2, named);
+    GC_disable();
+    void **o = GC_malloc_explicitly_typed(SELF_WORDS * sizeof(GC_word), d);
+    void *t = GC_malloc(TU_TARGET), *decoy = GC_malloc(TU_TARGET);
+    cr_assert(o && t && decoy);
+    tu_fill_bytes(t, TU_TARGET, 70);
+    o[1] = t;
+    o[500] = decoy;
+    o[900] = o + 3;
+    self_target = tu_hide(t);
+    GC_register_finalizer_ignore_self(o, self_fin, NULL, NULL, NULL);
+    GC_enable();
+    return tu_hide(decoy);
+}
+
+Test(typed, finalizer_ignoring_self_scans_named_words_only)
+{
+    GC_hidden_pointer decoy = self_object();
+    tu_collect();
+    cr_assert_eq(self_finalized, 1, "finalized %d times", self_finalized);
+    cr_assert(self_target_ok, "a named word's target was freed before the finalizer ran");
+    cr_assert_not(tu_live(decoy), "a word the descriptor does not name kept its object");
+    tu_collect();
+    tu_collect();
+    cr_assert_not(tu_live(self_target), "the target outlived its finalized object");
+}
+
+/* A way back to the object through another one is a cycle still: the
+ * object is not finalized (nor freed), as with bdwgc. */
+static TU_NOINLINE GC_hidden_pointer cycle_object(void)
+{
+    size_t named[] = {1};
+    GC_descr d = descr_of(4, 1, named);
+    GC_disable();
+    void **o = GC_malloc_explicitly_typed(4 * sizeof(GC_word), d);
+    void **b = GC_malloc(2 * sizeof(void *));
+    cr_assert(o && b);
+    o[1] = b;
+    b[0] = o;
+    GC_register_finalizer_ignore_self(o, self_fin, NULL, NULL, NULL);
+    GC_enable();
+    return tu_hide(o);
+}
+
+Test(typed, finalizer_ignoring_self_sees_a_longer_cycle)
+{
+    GC_hidden_pointer o = cycle_object();
+    tu_collect();
+    tu_collect();
+    cr_assert_eq(self_finalized, 0, "an object in a cycle was finalized");
+    cr_assert(tu_live(o), "an object in a finalization cycle was freed");
+}
