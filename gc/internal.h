@@ -823,6 +823,9 @@ size_t lf_roots_size(void);          /* bytes of roots seen by the last scan */
  * out) holding a value in [lo, hi), or 0: lock held, outside a
  * collection (gc_backptr.h). */
 uintptr_t lf_roots_find(uintptr_t lo, uintptr_t hi);
+/* Address of the first aligned word of [lo, hi) holding a value in
+ * [vlo, vhi), or 0 (the search of lf_roots_find and lf_stacks_find). */
+uintptr_t lf_word_find(uintptr_t lo, uintptr_t hi, uintptr_t vlo, uintptr_t vhi);
 /* Is p in the static data or added roots scanned (GC_is_visible)?  Lock
  * held, outside a collection. */
 bool lf_roots_contain(uintptr_t p);

@@ -88,25 +88,39 @@ void lf_roots_init(void)
         exclude(own_excluded[i].lo, own_excluded[i].hi);
 }
 
-/* Scan [lo, hi) minus the excluded ranges. */
-static void mark_root_range(uintptr_t lo, uintptr_t hi)
+/* visit(piece, arg) on each piece of [lo, hi) that no excluded range
+ * covers, in order, until one returns nonzero; that value, or 0.  Marking
+ * and lf_roots_find walk the same pieces, so a root found is one scanned. */
+static uintptr_t each_piece(uintptr_t lo, uintptr_t hi,
+                            uintptr_t (*visit)(uintptr_t lo, uintptr_t hi, const void *arg),
+                            const void *arg)
 {
+    uintptr_t found;
     for (size_t i = 0; i < excluded.n && lo < hi; i++) {
         struct range e = excluded.r[i];
         if (e.hi <= lo)
             continue;
         if (e.lo >= hi)
             break;
-        if (e.lo > lo) {
-            lf_mark_range((void *)lo, (void *)e.lo);
-            last_roots_bytes += e.lo - lo;
-        }
+        if (e.lo > lo && (found = visit(lo, e.lo, arg)))
+            return found;
         lo = e.hi;
     }
-    if (lo < hi) {
-        lf_mark_range((void *)lo, (void *)hi);
-        last_roots_bytes += hi - lo;
-    }
+    return lo < hi ? visit(lo, hi, arg) : 0;
+}
+
+static uintptr_t mark_piece(uintptr_t lo, uintptr_t hi, const void *arg)
+{
+    (void)arg;
+    lf_mark_range((void *)lo, (void *)hi);
+    last_roots_bytes += hi - lo;
+    return 0;
+}
+
+/* Scan [lo, hi) minus the excluded ranges. */
+static void mark_root_range(uintptr_t lo, uintptr_t hi)
+{
+    each_piece(lo, hi, mark_piece, NULL);
 }
 
 /* The writable segments of the loaded objects, gathered with
@@ -251,19 +265,22 @@ void lf_roots_mark(void)
         mark_root_range(user_roots.r[i].lo, user_roots.r[i].hi);
 }
 
-/* The first word of [lo, hi) minus the excluded ranges that holds a value
- * in [vlo, vhi); 0 if none. */
-static uintptr_t find_in_range(uintptr_t lo, uintptr_t hi, uintptr_t vlo, uintptr_t vhi)
+uintptr_t lf_word_find(uintptr_t lo, uintptr_t hi, uintptr_t vlo, uintptr_t vhi)
 {
-    lo = (lo + 7) & ~(uintptr_t)7;
-    for (uintptr_t a = lo; a + 8 <= hi; a += 8) {
-        bool out = false;
-        for (size_t i = 0; i < excluded.n && !out; i++)
-            out = a >= excluded.r[i].lo && a < excluded.r[i].hi;
-        if (!out && *(const uintptr_t *)a - vlo < vhi - vlo)
+    for (uintptr_t a = (lo + 7) & ~(uintptr_t)7; a + 8 <= hi; a += 8)
+        if (*(const uintptr_t *)a - vlo < vhi - vlo)
             return a;
-    }
     return 0;
+}
+
+struct value_range {
+    uintptr_t lo, hi;
+};
+
+static uintptr_t find_piece(uintptr_t lo, uintptr_t hi, const void *arg)
+{
+    const struct value_range *v = arg;
+    return lf_word_find(lo, hi, v->lo, v->hi);
 }
 
 uintptr_t lf_roots_find(uintptr_t vlo, uintptr_t vhi)
@@ -271,11 +288,12 @@ uintptr_t lf_roots_find(uintptr_t vlo, uintptr_t vhi)
     bool ready = segments_ready;
     if (!ready)
         gather_segments();
+    const struct value_range v = { vlo, vhi };
     uintptr_t at = 0;
     for (size_t i = 0; i < segments.n && !at; i++)
-        at = find_in_range(segments.r[i].lo, segments.r[i].hi, vlo, vhi);
+        at = each_piece(segments.r[i].lo, segments.r[i].hi, find_piece, &v);
     for (size_t i = 0; i < user_roots.n && !at; i++)
-        at = find_in_range(user_roots.r[i].lo, user_roots.r[i].hi, vlo, vhi);
+        at = each_piece(user_roots.r[i].lo, user_roots.r[i].hi, find_piece, &v);
     segments_ready = ready;
     return at;
 }

@@ -818,16 +818,6 @@ bool lf_stacks_contain(uintptr_t p)
     return false;
 }
 
-/* Address of the first word of [from, to) holding a value in [lo, hi),
- * or 0. */
-static uintptr_t find_in(uintptr_t from, uintptr_t to, uintptr_t lo, uintptr_t hi)
-{
-    for (uintptr_t a = (from + 7) & ~(uintptr_t)7; a + 8 <= to; a += 8)
-        if (*(const uintptr_t *)a - lo < hi - lo)
-            return a;
-    return 0;
-}
-
 /* Registered threads' stacks from where the last collection scanned them
  * (or where they blocked), the calling thread's from `own`, and their
  * static TLS. */
@@ -840,9 +830,9 @@ uintptr_t lf_stacks_find(uintptr_t lo, uintptr_t hi, uintptr_t own)
         uintptr_t from = t == tl_self ? own : state == T_BLOCKING ? t->blocking_sp : t->stack_sp;
         uintptr_t a = 0;
         if (from && from < t->stack_bottom)
-            a = find_in(from, t->stack_bottom, lo, hi);
+            a = lf_word_find(from, t->stack_bottom, lo, hi);
         if (!a && t->tls_hi)
-            a = find_in(t->tls_lo, t->tls_hi, lo, hi);
+            a = lf_word_find(t->tls_lo, t->tls_hi, lo, hi);
         if (a)
             return a;
     }
