@@ -8,8 +8,7 @@
  * since the last collection reach
  *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots
  *      + 2 * stacks) / divisor
- * times the number of threads allocating at once (at most
- * NURSERY_THREADS_MAX) if the collection would be minor, when the heap
+ * (however many threads allocate: see young_threshold), when the heap
  * would grow past its expanded size; otherwise expand it (after passing
  * it the room other classes hold pooled: alloc.c).  A larger divisor
  * means more collections and a smaller heap.  GC_INITIAL_HEAP_SIZE defers
@@ -45,17 +44,6 @@
  * "Policy constants"). */
 #define MIN_EXPANSION ((uint64_t)256 << 10)
 #define MAX_EXPANSION ((uint64_t)8 << 20)
-/* Allocating threads that widen the allocation between collections, at
- * most: each thread builds structures that a collection finds half-built
- * and traces.  With T threads allocating, a collection due every N bytes
- * comes T times as often per thread, finding as much in progress each
- * time, so that tracing grew with T.  N times T keeps it per
- * thread as at one thread.  T is measured, not counted: the bytes running
- * threads allocated since the last collection over the most one of them
- * did (two alike: 2; one thread and another that allocates little: about
- * 1).  The bound caps the memory this costs, which grows with it
- * (docs/performance.md, "Policy constants"). */
-#define NURSERY_THREADS_MAX 2
 /* Minor collections between two full ones, at most: bdwgc's
  * GC_full_freq (api.c: 64 by default, a backstop, as promoted garbage is
  * bounded by PROMOTE_DIV; low values force full collections on programs
@@ -129,7 +117,12 @@ static uint64_t divisor(void)
  * threads) collecting as often as the live size allows would spend most
  * of each collection on them again: allocation between collections is at
  * least `times` what minor ones traced of late (at the default divisor;
- * a larger one shortens it as it does the rule above). */
+ * a larger one shortens it as it does the rule above).  This is also what
+ * spaces out collections when several threads allocate: each has its
+ * structures in progress, which this measures, rather than a count of
+ * threads, which widened the allocation between collections (and the
+ * heap) by half-built structures that were small or absent (design.md,
+ * "Threads and the allocation between collections"). */
 static uint64_t young_threshold(uint64_t times)
 {
     return times * 3 * policy.minor_traced_avg / divisor();
@@ -177,17 +170,6 @@ bool lf_should_collect(void)
         threshold = MIN_BYTES_ALLOCD;
     if (threshold < young_threshold(2))
         threshold = young_threshold(2);
-    uint64_t most = AO_load(&lf_hs.max_thread_allocd);
-    uint64_t caches = AO_load(&lf_hs.caches_allocd);
-    uint64_t running = caches > lf_hs.exited_allocd ? caches - lf_hs.exited_allocd : 0;
-    /* Widened for a minor collection only: the structures in progress are
-     * much of what it traces.  A full one traces all the live data, in
-     * progress or not, and the rule above already weighs that. */
-    if (most && running > most && lf_dirty_enabled() && want_minor(COLLECT_ALLOCATION)) {
-        if (running > NURSERY_THREADS_MAX * most)
-            running = NURSERY_THREADS_MAX * most;
-        threshold = (uint64_t)((unsigned __int128)threshold * running / most);
-    }
     return allocd >= threshold;
 }
 

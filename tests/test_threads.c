@@ -39,7 +39,6 @@
  *   stopped_on_a_coroutine_stack, stop_world_external,
  *   parallel_and_stackbottom_variables, stackbottom_set_before_init,
  *   suspend_and_resume_another_thread, thread_suspends_itself
- *   allocation_between_collections_grows_with_allocating_threads
  *   thread_local_variables_are_roots   __thread and pthread_setspecific values
  *   main_thread_locals_are_roots       the main thread's __thread variables
  */
@@ -2528,108 +2527,6 @@ Test(threads, thread_suspends_itself, .timeout = 60)
     join_thread(t);
     cr_assert_eq(atomic_load(&xs_self_done), 1);
     cr_assert_eq(xs_bad, 0, "the self-suspended thread's list was lost (node %zu)", xs_bad);
-}
-
-/* ------------------------------------------------------------------ */
-/* The allocation between collections grows with the allocating threads */
-
-#define NT_STEPS 400
-#define NT_STEP_BYTES (256u << 10)
-#define NT_LIGHT_STEP_BYTES (16u << 10)
-#define NT_LIVE_NODES 50000
-
-static pthread_barrier_t nt_barrier;
-
-struct nt_job {
-    size_t steps, step_bytes;
-};
-
-/* Garbage, step_bytes per step, in lockstep with the other workers, so
- * that each of them allocates in every interval between collections
- * whatever the scheduling. */
-static void *nt_worker(void *arg)
-{
-    const struct nt_job *job = arg;
-    for (size_t s = 0; s < job->steps; s++) {
-        for (size_t b = 0; b < job->step_bytes; b += 64) {
-            char *p = GC_MALLOC(64);
-            CHECK(p != NULL, "out of memory");
-            if (!p)
-                break;
-            p[0] = 1;
-        }
-        pthread_barrier_wait(&nt_barrier);
-    }
-    return NULL;
-}
-
-/* Collections while the workers of jobs[0..n) run. */
-static uint64_t nt_collections(const struct nt_job *jobs, unsigned n)
-{
-    pthread_t t[2];
-    cr_assert_eq(pthread_barrier_init(&nt_barrier, NULL, n), 0);
-    uint64_t before = GC_get_gc_no();
-    for (unsigned i = 0; i < n; i++)
-        start_thread(&t[i], nt_worker, (void *)&jobs[i]);
-    for (unsigned i = 0; i < n; i++)
-        join_thread(t[i]);
-    pthread_barrier_destroy(&nt_barrier);
-    return GC_get_gc_no() - before;
-}
-
-static struct tu_node *volatile nt_live;
-
-/* Collections for the jobs, run in a child of its own after one thread
- * allocated as much alone, so that every count starts from the same heap.
- * The child also checks that the heap stayed bounded and the live list
- * intact. */
-struct nt_run {
-    const struct nt_job *jobs;
-    unsigned n;
-};
-
-static int nt_child(void *arg, uint64_t *count)
-{
-    const struct nt_run *run = arg;
-    struct nt_job settle = {NT_STEPS, NT_STEP_BYTES};
-    nt_collections(&settle, 1);
-    *count = nt_collections(run->jobs, run->n);
-    return !failed() && GC_get_heap_size() < ((size_t)64 << 20) &&
-           tu_list_check(nt_live, 0x7e57, NT_LIVE_NODES) == 0 ? 0 : 1;
-}
-
-static uint64_t nt_collections_fresh(const struct nt_job *jobs, unsigned n)
-{
-    struct nt_run run = {jobs, n};
-    return tu_in_child_value(nt_child, &run, 60,
-                             "heap unbounded, live data damaged or a worker failed");
-}
-
-/* Two threads allocating at once each have structures in progress that a
- * collection finds: the allocation between collections doubles, so that
- * they collect clearly less often than one thread doing the same
- * allocation (without it, as often).  A second thread that allocates
- * little changes next to nothing. */
-Test(threads, allocation_between_collections_grows_with_allocating_threads, .timeout = 60)
-{
-    reset_failures();
-    GC_INIT();
-    nt_live = tu_list_build(0x7e57, NT_LIVE_NODES);
-    cr_assert_not_null(nt_live);
-    struct nt_job alone[1] = {{NT_STEPS, NT_STEP_BYTES}};
-    struct nt_job halves[2] = {{NT_STEPS / 2, NT_STEP_BYTES}, {NT_STEPS / 2, NT_STEP_BYTES}};
-    struct nt_job light[2] = {{NT_STEPS, NT_STEP_BYTES}, {NT_STEPS, NT_LIGHT_STEP_BYTES}};
-    uint64_t one = nt_collections_fresh(alone, 1);
-    uint64_t two = nt_collections_fresh(halves, 2);
-    uint64_t with_light = nt_collections_fresh(light, 2);
-    cr_assert_gt(one, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)one);
-    cr_assert_gt(two, 0, "two threads never collected");
-    cr_assert_lt(4 * two, 3 * one, "two threads collected %lu times, one thread %lu times",
-                 (unsigned long)two, (unsigned long)one);
-    cr_assert_geq(10 * with_light, 9 * one,
-                  "a thread allocating 1/16 as much cut collections from %lu to %lu",
-                  (unsigned long)one, (unsigned long)with_light);
-    cr_assert_eq(tu_list_check(nt_live, 0x7e57, NT_LIVE_NODES), 0, "the live list was damaged");
 }
 
 /* A thread's __thread variables and pthread_setspecific values are roots:
