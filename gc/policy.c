@@ -84,6 +84,7 @@ static LF_UNSCANNED struct policy {
      * allocation. */
     bool early_minor_failed;
     uint64_t live_before;                /* of the collection running    */
+    uint64_t aging_before, aging_ptrful_before;   /* ... of which aging */
     /* The last full collection after minor ones found dead at least half
      * of what they had kept beyond the full one before (full_may_reclaim). */
     bool minors_keep_garbage;
@@ -286,6 +287,31 @@ void lf_policy_choose(struct lf_cycle *cy)
     cy->expected_trace = cy->minor ? policy.traced_last_minor : lf_hs.live_ptrful;
     cy->old_rescanned = 0;
     policy.live_before = lf_hs.live_bytes;
+    policy.aging_before = lf_hs.live_aging;
+    policy.aging_ptrful_before = lf_hs.live_aging_ptrful;
+}
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* The first minor collection after a full one traces again the objects
+ * that one left aging (sweep.c), which the full one's figures already
+ * count: those it finds live are neither new to the estimates nor
+ * promoted in the sense that predicts the next minor ones (they are
+ * promoted once).  Counted twice, they doubled the allocation allowed
+ * before the next collection, and made the policy expect the promoted
+ * garbage bound to be crossed, where the full one left the program's
+ * whole data aging (Whippet's quads: a full collection followed at once). */
+static void discount_first_minor(uint64_t *new_ptrful, uint64_t *new_ptrfree)
+{
+    uint64_t ptrful = min_u64(min_u64(policy.aging_ptrful_before, *new_ptrful), policy.full_ptrful);
+    uint64_t ptrfree = min_u64(min_u64(policy.aging_before - policy.aging_ptrful_before,
+                                       *new_ptrfree), policy.full_ptrfree);
+    *new_ptrful -= ptrful;
+    *new_ptrfree -= ptrfree;
+    policy.promoted_last_minor -= min_u64(policy.promoted_last_minor, ptrful + ptrfree);
 }
 
 /* Bytes the last collection counted live that were dead: the objects
@@ -352,6 +378,8 @@ void lf_policy_after(const struct lf_cycle *cy)
             policy.minor_traced_avg = (3 * policy.minor_traced_avg + new_ptrful) / 4;
         uint64_t old_after = lf_hs.live_bytes - lf_hs.live_aging;
         policy.promoted_last_minor = old_after > cy->old_before ? old_after - cy->old_before : 0;
+        if (policy.minors_since_full == 1)
+            discount_first_minor(&new_ptrful, &new_ptrfree);
         lf_hs.est_ptrful = policy.full_ptrful + new_ptrful;
         lf_hs.est_ptrfree = policy.full_ptrfree + new_ptrfree;
         if (2 * (cy->old_rescanned + MINOR_FIXED_BYTES) >= policy.full_ptrful) {

@@ -19,6 +19,11 @@
  *                                        garbage that minor collections keep
  *                                        alive is freed by a full one before
  *                                        the heap grows for it
+ *   first_minor_after_full_counts_aging_data_once
+ *                                        what a full collection left aging
+ *                                        and the first minor one traces again
+ *                                        is not counted twice: no full
+ *                                        collection follows at once
  */
 #define GC_THREADS          /* GC_pthread_create */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
@@ -463,3 +468,76 @@ Test(policy, first_minors_keeping_a_dead_chain_do_not_grow_the_heap, .timeout = 
                  allowance >> 10);
 }
 
+/* ------------------------------------------------------------------ */
+/* The first minor collection after a full one that left the data aging */
+
+#define FA_DEPTH 17                 /* 2^18 - 1 nodes: 8 MiB in 32-byte slots */
+#define FA_GARBAGE (96 * MiB)
+
+struct fa_node {
+    struct fa_node *l, *r;
+    uint64_t check;
+};
+
+static struct fa_node *volatile fa_tree;
+
+static TU_NOINLINE struct fa_node *fa_build(unsigned depth, uint64_t id)
+{
+    struct fa_node *n = GC_malloc(sizeof *n);
+    cr_assert_not_null(n);
+    n->check = tu_pattern(id, 3);
+    if (depth > 0) {
+        n->l = fa_build(depth - 1, 2 * id);
+        n->r = fa_build(depth - 1, 2 * id + 1);
+    }
+    return n;
+}
+
+static TU_NOINLINE uint64_t fa_count(const struct fa_node *n, unsigned depth, uint64_t id)
+{
+    if (!n || n->check != tu_pattern(id, 3))
+        return 0;
+    if (depth == 0)
+        return !n->l && !n->r;
+    return 1 + fa_count(n->l, depth - 1, 2 * id) + fa_count(n->r, depth - 1, 2 * id + 1);
+}
+
+static TU_NOINLINE void fa_garbage(void)
+{
+    for (size_t b = 0; b < FA_GARBAGE; b += 64) {
+        char *volatile p = GC_MALLOC(64);
+        cr_assert_not_null(p);
+        p[0] = 1;
+    }
+}
+
+/* A full collection leaves the objects of nursery spans aging, here the
+ * whole of the program's data, built before any collection (Whippet's
+ * quads); the first minor collection traces them again.  They are the
+ * full one's live data, not new survivors: the next collections stay
+ * minor and the heap does not grow.  Before, the policy counted them
+ * twice, expected its bound on promoted garbage crossed, and a full
+ * collection followed the first minor one at once. */
+Test(policy, first_minor_after_full_counts_aging_data_once, .timeout = 60)
+{
+    GC_INIT();
+    TU_NEED_MINOR();
+    GC_expand_hp(24 * MiB);         /* no collection while the tree is built */
+    fa_tree = fa_build(FA_DEPTH, 1);
+    GC_gcollect();
+    struct lfgc_stats st0, st;
+    lfgc_get_stats(&st0);
+    size_t heap0 = GC_get_heap_size();
+    fa_garbage();
+    lfgc_get_stats(&st);
+    uint64_t collections = st.collections - st0.collections;
+    uint64_t minors = st.minor_collections - st0.minor_collections;
+    cr_assert_geq(collections, 4, "only %lu collections for %zu MiB of garbage",
+                  (unsigned long)collections, FA_GARBAGE / MiB);
+    cr_assert_eq(minors, collections, "%lu of %lu collections were full",
+                 (unsigned long)(collections - minors), (unsigned long)collections);
+    cr_assert_leq(GC_get_heap_size(), heap0 + 2 * MiB, "the heap grew from %zu to %zu KiB",
+                  heap0 >> 10, GC_get_heap_size() >> 10);
+    cr_assert_eq(fa_count(fa_tree, FA_DEPTH, 1), ((uint64_t)2 << FA_DEPTH) - 1,
+                 "the tree was damaged");
+}
