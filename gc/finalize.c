@@ -822,38 +822,9 @@ void lf_finalize_mark_roots(void)
     }
 }
 
-/* The mark bit of the object p points into, as lf_mark_is_set and
- * lf_mark_set see it, found once: the word holding it and its mask.
- * Without a word, the mask is the answer: 1 when p is not in the heap
- * (not the collector's to free, so it counts as marked), 0 when no span
- * in use holds p (unmarked, and never set).  Inline: a collection asks it
- * of every entry. */
-struct mark_ref {
-    uint64_t *word;
-    uint64_t mask;
-};
-
-static inline struct mark_ref mark_ref(uintptr_t p)
-{
-    if (!lowfat_is_heap_ptr((void *)p))
-        return (struct mark_ref){ NULL, 1 };
-    uint64_t c = ((uintptr_t)p >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
-    struct region *r = &lf_regions[c];
-    uint64_t q = (uint64_t)(((unsigned __int128)p * r->magic) >> 64);
-    if (c >= NUM_CLASSES || q < r->q0 || !lf_chunk_map[(q * r->size) >> CHUNK_SHIFT])
-        return (struct mark_ref){ NULL, 0 };
-    uint64_t bit = q - r->q0;
-    return (struct mark_ref){ &r->mark_bits[bit >> 6], 1ull << (bit & 63) };
-}
-
-static inline bool ref_marked(struct mark_ref m)
-{
-    return m.word ? (*m.word & m.mask) != 0 : m.mask != 0;
-}
-
 static inline bool is_marked(uintptr_t p)
 {
-    return ref_marked(mark_ref(p));
+    return lf_mark_ref_is_set(lf_mark_ref((void *)p));
 }
 
 /* Write NULL into a link, unless it lies in a slot that is free (its
@@ -1016,9 +987,9 @@ static void finalizers_decide(void)
     n = first;
     for (size_t q = first; q < fz.len; q++) {
         size_t e = fz.queue[q].mode;
-        struct mark_ref m = mark_ref(keys[e]);
+        struct lf_mark_ref m = lf_mark_ref((void *)keys[e]);
         if (unreachable_seen && GC_java_finalization && modes[e] == FIN_UNREACHABLE &&
-            ref_marked(m))
+            lf_mark_ref_is_set(m))
             continue;                   /* stays registered */
         fz.queue[n++] = (struct ready){ (void *)keys[e], (GC_finalization_proc)t->col[F_FN][e],
                                         (void *)t->col[F_CD][e], modes[e] };

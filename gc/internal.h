@@ -253,6 +253,21 @@ static inline struct region *region_of(const void *p)
 {
     return &lf_regions[lowfat_index(p) - LOWFAT_FIRST_REGION];
 }
+/* The region and slot number of the object p points into, if a span in
+ * use holds it. */
+static inline bool lf_object_of(const void *p, struct region **rp, uint64_t *qp)
+{
+    uint64_t c = ((uintptr_t)p >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
+    if (c >= NUM_CLASSES)
+        return false;
+    struct region *r = &lf_regions[c];
+    uint64_t q = (uint64_t)(((unsigned __int128)(uintptr_t)p * r->magic) >> 64);
+    if (q < r->q0 || !lf_chunk_map[(q * r->size) >> CHUNK_SHIFT])
+        return false;
+    *rp = r;
+    *qp = q;
+    return true;
+}
 static inline uint64_t span_index_of(const struct region *r, uint64_t addr)
 {
     return ((addr - r->start) >> CHUNK_SHIFT) / r->span_chunks * r->span_chunks;
@@ -732,6 +747,31 @@ void lf_uncollectables_push(void);
  * outside the heap counts as marked. */
 void lf_mark_serial(bool on);                  /* marker 0 alone until off */
 bool lf_mark_is_set(const void *p);
+/* The mark bit of the object p points into, as lf_mark_is_set and
+ * lf_mark_set see it, found once: the word holding it and its mask.
+ * Without a word, the mask is the answer: 1 when p is not in the heap
+ * (not the collector's to free, so it counts as marked), 0 when no span
+ * in use holds p (unmarked, and never set).  Inline: finalization asks it
+ * of every entry at each collection. */
+struct lf_mark_ref {
+    uint64_t *word;
+    uint64_t mask;
+};
+static inline struct lf_mark_ref lf_mark_ref(const void *p)
+{
+    struct region *r;
+    uint64_t q;
+    if (!lowfat_is_heap_ptr(p))
+        return (struct lf_mark_ref){ NULL, 1 };
+    if (!lf_object_of(p, &r, &q))
+        return (struct lf_mark_ref){ NULL, 0 };
+    uint64_t bit = q - r->q0;
+    return (struct lf_mark_ref){ &r->mark_bits[bit >> 6], 1ull << (bit & 63) };
+}
+static inline bool lf_mark_ref_is_set(struct lf_mark_ref m)
+{
+    return m.word ? (*m.word & m.mask) != 0 : m.mask != 0;
+}
 bool lf_mark_in_object(const void *p);          /* p is in an allocated slot */
 void lf_mark_object(const void *p);             /* mark it and what it reaches */
 void lf_mark_set(const void *p);                /* mark it alone           */

@@ -1108,22 +1108,6 @@ void lf_mark_after_fork(void)
 /* ------------------------------------------------------------------ */
 /* Queries and marks for finalization, after lf_mark_finish, world stopped */
 
-/* The region and slot of the object p points into, if a span in use
- * holds it. */
-static bool object_of(const void *p, struct region **rp, uint64_t *qp)
-{
-    uint64_t c = ((uintptr_t)p >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
-    if (c >= NUM_CLASSES)
-        return false;
-    struct region *r = &lf_regions[c];
-    uint64_t q = lowfat_slot_number(p);
-    if (q < r->q0 || !lf_chunk_map[(q * r->size) >> CHUNK_SHIFT])
-        return false;
-    *rp = r;
-    *qp = q;
-    return true;
-}
-
 /* Finalization marks from many small objects, one at a time: waking the
  * helpers for each would cost more than the marking. */
 void lf_mark_serial(bool on)
@@ -1133,20 +1117,14 @@ void lf_mark_serial(bool on)
 
 bool lf_mark_is_set(const void *p)
 {
-    struct region *r;
-    uint64_t q;
-    if (!lowfat_is_heap_ptr(p))
-        return true;                    /* not the collector's to free */
-    if (!object_of(p, &r, &q))
-        return false;
-    return bit_get(r->mark_bits, q - r->q0);
+    return lf_mark_ref_is_set(lf_mark_ref(p));
 }
 
 bool lf_mark_in_object(const void *p)
 {
     struct region *r;
     uint64_t q;
-    return object_of(p, &r, &q) && (r->large || !slot_is_free((void *)(q * r->size)));
+    return lf_object_of(p, &r, &q) && (r->large || !slot_is_free((void *)(q * r->size)));
 }
 
 void lf_mark_object(const void *p)
@@ -1209,7 +1187,7 @@ void lf_mark_contents(const void *p, bool skip_self)
 {
     struct region *r;
     uint64_t q;
-    if (!object_of(p, &r, &q))
+    if (!lf_object_of(p, &r, &q))
         return;
     const struct kind *k = &lf_kinds[lf_chunk_map[(q * r->size) >> CHUNK_SHIFT] - 1];
     uintptr_t base = q * r->size, end = object_end(base);
@@ -1251,11 +1229,9 @@ void lf_mark_contents(const void *p, bool skip_self)
  * reaches is marked already. */
 void lf_mark_set(const void *p)
 {
-    struct region *r;
-    uint64_t q;
-    if (!object_of(p, &r, &q))
-        return;
-    bit_set(r->mark_bits, q - r->q0);
+    struct lf_mark_ref m = lf_mark_ref(p);
+    if (m.word)
+        *m.word |= m.mask;
 }
 
 void lf_mark_clear_all(void)
@@ -1443,15 +1419,13 @@ uint64_t lf_mark_rescan_kinds(void)
  * when p is not in an object of lfgc's heap. */
 static bool mark_bit_of(const void *p, const char *call, uint64_t **word, uint64_t *mask)
 {
-    struct region *r;
-    uint64_t q;
-    if (!object_of(p, &r, &q)) {
+    struct lf_mark_ref m = lf_mark_ref(p);
+    if (!m.word) {
         lf_warn(call, (uintptr_t)p);
         return false;
     }
-    uint64_t bit = q - r->q0;
-    *word = &r->mark_bits[bit >> 6];
-    *mask = 1ull << (bit & 63);
+    *word = m.word;
+    *mask = m.mask;
     return true;
 }
 
