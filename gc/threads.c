@@ -64,11 +64,61 @@ struct thread_rec {
     uint8_t parked;                 /* in the suspend handler for it      */
 };
 
-static LF_UNSCANNED struct thread_rec *threads;          /* registered, lock held      */
+/* The module's state.  Not scanned: it holds no heap pointers.  What
+ * belongs to one thread is thread-local instead (tl_self and the tl_
+ * variables below). */
+static LF_UNSCANNED struct threads_state {
+    /* The registry */
+    struct thread_rec *registry;    /* registered threads, lock held       */
+    struct thread_rec *spare_recs;  /* unregistered records, reused: a record
+                                       is never unmapped, a stale handle to
+                                       it stays readable                   */
+    uint64_t rec_serial;            /* last registration number: tells a
+                                       reused record's registrations apart */
+    pthread_key_t exit_key;         /* its destructor unregisters a thread
+                                       at exit                             */
+    pthread_once_t exit_key_once;   /* the key is made as early as the
+                                       library loads: keys below 32 live in
+                                       the thread's own control block, and
+                                       setting one allocates nothing       */
+    bool allow_register;            /* GC_allow_register_threads was called */
+    GC_on_thread_event_proc on_thread_event;    /* lock held to change     */
 
-static LF_UNSCANNED struct thread_rec *spare_recs;
-static LF_UNSCANNED uint64_t rec_serial;                 /* lock held */
-static LF_UNSCANNED pthread_key_t exit_key;
+    /* Stopping the world */
+    int sig_suspend, sig_restart;   /* bdwgc's defaults; the program may
+                                       choose others before GC_init        */
+    sem_t ack_sem;                  /* posted by each thread that stopped:
+                                       the collector sleeps on it after
+                                       spinning on acks                    */
+    volatile AO_t acks;             /* threads stopped this time           */
+    volatile AO_t world_epoch;      /* one more at each restart: a stopped
+                                       thread waits for it to change       */
+    int external_stop_cancel;       /* GC_stop_world_external's cancel state,
+                                       for the matching start; lock held   */
+
+    /* Scanning stacks */
+    uintptr_t unregistered_bottom;  /* an unregistered collecting thread's
+                                       stack base, found before the world
+                                       stops (pthread_getattr_np mallocs,
+                                       and a stopped thread may hold
+                                       malloc's lock)                      */
+    uintptr_t own_scan_start;       /* the collecting thread's stack is
+                                       scanned from here (see
+                                       lf_stacks_set_scan_start)           */
+    size_t last_stacks_bytes;       /* bytes scanned, for lf_stacks_size   */
+
+    /* Fork */
+    int handle_fork;                /* -1: the program calls GC_atfork_*   */
+    pthread_once_t fork_handlers_once;  /* installed when collection turns
+                                           on, or when malloc mode starts  */
+} thr = {
+    .sig_suspend = SIGPWR,
+    .sig_restart = SIGXCPU,
+    .exit_key_once = PTHREAD_ONCE_INIT,
+    .handle_fork = 1,
+    .fork_handlers_once = PTHREAD_ONCE_INIT,
+};
+
 static __thread struct thread_rec *tl_self __attribute__((tls_model("initial-exec")));
 
 /* A thread waiting for the lock changes its own state without it. */
@@ -79,26 +129,17 @@ static inline uint8_t state_of(struct thread_rec *t)
 
 extern void *__libc_stack_end;
 
-static LF_UNSCANNED int sig_suspend = SIGPWR;
-static LF_UNSCANNED int sig_restart = SIGXCPU;
-static LF_UNSCANNED sem_t ack_sem;
-static LF_UNSCANNED volatile AO_t acks;              /* threads stopped this time      */
 /* pause instructions the collector spins on the answers (about 0.1 ms). */
 #define ACK_SPINS 4000
-static LF_UNSCANNED volatile AO_t world_epoch;
-static LF_UNSCANNED bool allow_register;
-static LF_UNSCANNED GC_on_thread_event_proc on_thread_event;    /* lock held to change */
-static LF_UNSCANNED int handle_fork = 1;     /* -1: the program calls GC_atfork_*     */
-static LF_UNSCANNED size_t last_stacks_bytes;
 
 /* ------------------------------------------------------------------ */
 /* Records                                                             */
 
 static struct thread_rec *rec_alloc(void)
 {
-    struct thread_rec *rec = spare_recs;
+    struct thread_rec *rec = thr.spare_recs;
     if (rec) {
-        spare_recs = rec->next;
+        thr.spare_recs = rec->next;
     } else {
         rec = mmap(NULL, sizeof *rec, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -106,17 +147,17 @@ static struct thread_rec *rec_alloc(void)
             return NULL;
     }
     memset(rec, 0, sizeof *rec);
-    rec->serial = ++rec_serial;
+    rec->serial = ++thr.rec_serial;
     return rec;
 }
 
 static void rec_unlink(struct thread_rec *rec)
 {
-    for (struct thread_rec **l = &threads; *l; l = &(*l)->next)
+    for (struct thread_rec **l = &thr.registry; *l; l = &(*l)->next)
         if (*l == rec) {
             *l = rec->next;
-            rec->next = spare_recs;
-            spare_recs = rec;
+            rec->next = thr.spare_recs;
+            thr.spare_recs = rec;
             return;
         }
 }
@@ -216,23 +257,18 @@ static void main_static_tls(uintptr_t *lo, uintptr_t *hi)
  * rather than registering again. */
 static __thread bool tl_registering __attribute__((tls_model("initial-exec")));
 
-/* The exit hook's key, created as early as the library loads: keys below
- * 32 live in the thread's own control block, and setting one allocates
- * nothing (a higher key's value lives in a block glibc callocs in each
- * thread). */
-static LF_UNSCANNED pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static void exit_destructor(void *arg);
 
 static void exit_key_create(void)
 {
-    if (pthread_key_create(&exit_key, exit_destructor) != 0) {
+    if (pthread_key_create(&thr.exit_key, exit_destructor) != 0) {
         lf_abort("lfgc: no pthread key left for the thread exit hook");
     }
 }
 
 __attribute__((constructor(101))) static void threads_load(void)
 {
-    pthread_once(&exit_key_once, exit_key_create);
+    pthread_once(&thr.exit_key_once, exit_key_create);
 }
 
 /* glibc keeps the values of keys 0..31 in the thread's control block and
@@ -250,13 +286,13 @@ static __thread bool tl_hook_pending __attribute__((tls_model("initial-exec")));
 
 static void arm_exit_hook(struct thread_rec *rec)
 {
-    pthread_once(&exit_key_once, exit_key_create);
-    if (!lf_heap_initialized && exit_key >= GLIBC_KEYS_IN_TCB) {
+    pthread_once(&thr.exit_key_once, exit_key_create);
+    if (!lf_heap_initialized && thr.exit_key >= GLIBC_KEYS_IN_TCB) {
         tl_hook_pending = true;
         return;
     }
     tl_hook_pending = false;
-    pthread_setspecific(exit_key, rec);
+    pthread_setspecific(thr.exit_key, rec);
 }
 
 /* Register the calling thread, whose stack base is `bottom` (0: find it);
@@ -312,8 +348,8 @@ static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
     rec->state = T_RUNNING;
     rec->cache.manual_only = manual_only;
     lf_cache_arm_free(&rec->cache);
-    rec->next = threads;
-    threads = rec;
+    rec->next = thr.registry;
+    thr.registry = rec;
     tl_self = rec;
     lf_tl_cache_set(&rec->cache);
     unlock();
@@ -342,7 +378,7 @@ static void unregister_self(void *retval, bool keep_record)
         rec_unlink(me);
     }
     unlock();
-    pthread_setspecific(exit_key, NULL);
+    pthread_setspecific(thr.exit_key, NULL);
 }
 
 /* The thread's exit hook has run (or its GC_pthread_create wrapper has
@@ -393,19 +429,19 @@ struct thread_cache *lf_thread_cache_create_manual(void)
 
 void lf_caches_mark(void)
 {
-    for (struct thread_rec *t = threads; t; t = t->next)
+    for (struct thread_rec *t = thr.registry; t; t = t->next)
         lf_cache_mark(&t->cache);
 }
 
 void lf_caches_each(void (*fn)(struct thread_cache *tc, void *arg), void *arg)
 {
-    for (struct thread_rec *t = threads; t; t = t->next)
+    for (struct thread_rec *t = thr.registry; t; t = t->next)
         fn(&t->cache, arg);
 }
 
 bool lf_threads_sweeping(void)
 {
-    for (struct thread_rec *t = threads; t; t = t->next)
+    for (struct thread_rec *t = thr.registry; t; t = t->next)
         if (AO_load_full(&t->cache.sweeping))
             return true;
     return false;
@@ -431,24 +467,24 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
      * own flags: safe in a handler.)  A request that comes meanwhile
      * takes effect at nocancel_end, with PTHREAD_CANCELED as the result. */
     int cancel = nocancel_begin();
-    AO_t epoch = AO_load_full(&world_epoch);
+    AO_t epoch = AO_load_full(&thr.world_epoch);
     bool external = __atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE);
     memcpy(me->regs, uc->uc_mcontext.gregs, sizeof me->regs);
     /* Below the interrupted stack pointer lies the red zone. */
     me->stack_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP] - 128;
     /* Counted before the post: the collector goes on when the count is
      * complete, and a post it finds still pending is harmless. */
-    AO_fetch_and_add1_full(&acks);
-    sem_post(&ack_sem);
+    AO_fetch_and_add1_full(&thr.acks);
+    sem_post(&thr.ack_sem);
     sigset_t wait;
     sigfillset(&wait);
-    sigdelset(&wait, sig_restart);
+    sigdelset(&wait, thr.sig_restart);
     if (external) {
         while (__atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE))
             sigsuspend(&wait);
         __atomic_store_n(&me->parked, 0, __ATOMIC_RELEASE);
     } else
-        while (AO_load_full(&world_epoch) == epoch)
+        while (AO_load_full(&thr.world_epoch) == epoch)
             sigsuspend(&wait);
     nocancel_end(cancel);
     errno = saved_errno;
@@ -472,16 +508,16 @@ static void install_handlers(void)
     sigdelset(&sa.sa_mask, SIGILL);
     sigdelset(&sa.sa_mask, SIGFPE);
     sigdelset(&sa.sa_mask, SIGABRT);
-    if (sigaction(sig_suspend, &sa, NULL) != 0)
+    if (sigaction(thr.sig_suspend, &sa, NULL) != 0)
         fprintf(stderr, "lfgc: cannot install the suspend handler on signal %d\n",
-                sig_suspend);
+                thr.sig_suspend);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = restart_handler;
     sa.sa_flags = SA_RESTART;
     sigfillset(&sa.sa_mask);
-    if (sigaction(sig_restart, &sa, NULL) != 0)
+    if (sigaction(thr.sig_restart, &sa, NULL) != 0)
         fprintf(stderr, "lfgc: cannot install the restart handler on signal %d\n",
-                sig_restart);
+                thr.sig_restart);
 }
 
 static void wait_for_acks(unsigned sent);
@@ -495,30 +531,25 @@ bool lf_world_stopped_by_self(void)
     return tl_world_stopped;
 }
 
-/* An unregistered collecting thread's stack base, found before the world
- * stops: glibc's pthread_getattr_np calls malloc, whose lock a stopped
- * thread may hold. */
-static LF_UNSCANNED uintptr_t unregistered_bottom;
-
 void lf_stop_world(void)
 {
     struct thread_rec *me = tl_self;
     unsigned sent = 0;
     if (!me)
-        unregistered_bottom = stack_bottom_of_self();
+        thr.unregistered_bottom = stack_bottom_of_self();
     tl_world_stopped = true;
-    AO_store(&acks, 0);
-    for (struct thread_rec *t = threads; t; t = t->next) {
+    AO_store(&thr.acks, 0);
+    for (struct thread_rec *t = thr.registry; t; t = t->next) {
         /* One GC_suspend_thread stopped is stopped already. */
         t->suspended = t->ext_suspended;
         if (t == me || t->ext_suspended || state_of(t) != T_RUNNING || t->cache.manual_only)
             continue;
-        int err = pthread_kill(t->id, sig_suspend);
+        int err = pthread_kill(t->id, thr.sig_suspend);
         if (err == 0) {
             t->suspended = 1;
             sent++;
-            if (on_thread_event)
-                on_thread_event(GC_EVENT_THREAD_SUSPENDED, (void *)t->id);
+            if (thr.on_thread_event)
+                thr.on_thread_event(GC_EVENT_THREAD_SUSPENDED, (void *)t->id);
         } else {
             /* Gone without unregistering: nothing of it to scan. */
             t->state = T_FINISHED;
@@ -533,33 +564,33 @@ void lf_stop_world(void)
  * the semaphore just wakes us. */
 static void wait_for_acks(unsigned sent)
 {
-    for (unsigned i = 0; i < ACK_SPINS && AO_load_acquire(&acks) < sent; i++)
+    for (unsigned i = 0; i < ACK_SPINS && AO_load_acquire(&thr.acks) < sent; i++)
         __builtin_ia32_pause();
-    while (AO_load_acquire(&acks) < sent) {
+    while (AO_load_acquire(&thr.acks) < sent) {
         struct timespec deadline;
         clock_gettime(CLOCK_REALTIME, &deadline);
         deadline.tv_sec += 10;
-        if (sem_timedwait(&ack_sem, &deadline) != 0 && errno == ETIMEDOUT)
+        if (sem_timedwait(&thr.ack_sem, &deadline) != 0 && errno == ETIMEDOUT)
             lf_warn("GC Warning: a thread has not answered the suspend signal "
                  "(%p) for 10 s; is it blocked in that thread?\n",
-                 (uintptr_t)sig_suspend);
+                 (uintptr_t)thr.sig_suspend);
     }
     /* Posts not waited for would only cause early wake-ups later. */
-    while (sem_trywait(&ack_sem) == 0)
+    while (sem_trywait(&thr.ack_sem) == 0)
         ;
 }
 
 void lf_start_world(void)
 {
-    AO_fetch_and_add1_full(&world_epoch);
-    for (struct thread_rec *t = threads; t; t = t->next)
+    AO_fetch_and_add1_full(&thr.world_epoch);
+    for (struct thread_rec *t = thr.registry; t; t = t->next)
         if (t->suspended) {
             t->suspended = 0;
             if (t->ext_suspended)
                 continue;
-            pthread_kill(t->id, sig_restart);
-            if (on_thread_event)
-                on_thread_event(GC_EVENT_THREAD_UNSUSPENDED, (void *)t->id);
+            pthread_kill(t->id, thr.sig_restart);
+            if (thr.on_thread_event)
+                thr.on_thread_event(GC_EVENT_THREAD_UNSUSPENDED, (void *)t->id);
         }
     tl_world_stopped = false;
     lf_messages_flush();
@@ -570,7 +601,7 @@ void lf_start_world(void)
 
 size_t lf_stacks_size(void)
 {
-    return last_stacks_bytes;
+    return thr.last_stacks_bytes;
 }
 
 static void mark_stack_range(uintptr_t lo, uintptr_t hi)
@@ -578,7 +609,7 @@ static void mark_stack_range(uintptr_t lo, uintptr_t hi)
     if (lo >= hi)
         return;
     lf_mark_stack_range((void *)lo, (void *)hi);
-    last_stacks_bytes += hi - lo;
+    thr.last_stacks_bytes += hi - lo;
 }
 
 /* The readable mapping holding addr, from /proc/self/maps, read with bare
@@ -797,18 +828,17 @@ void *lf_entered_body(lf_entry_fn *fn, uintptr_t a, uintptr_t b, uintptr_t c, ui
  * entry is recorded above it (a value left by a longjmp out of an entry
  * lies below the live frames; with every collection entered, none can lie
  * above the innermost live entry). */
-static LF_UNSCANNED uintptr_t own_scan_start;
 
 void lf_stacks_set_scan_start(const void *sp)
 {
-    own_scan_start = entry_sp > (uintptr_t)sp ? entry_sp : (uintptr_t)sp;
+    thr.own_scan_start = entry_sp > (uintptr_t)sp ? entry_sp : (uintptr_t)sp;
     collected_here = true;
 }
 
 bool lf_stacks_contain(uintptr_t p)
 {
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-    for (struct thread_rec *t = threads; t; t = t->next) {
+    for (struct thread_rec *t = thr.registry; t; t = t->next) {
         if (state_of(t) == T_FINISHED)
             continue;
         uintptr_t lo = t->stack_lo ? t->stack_lo : t == tl_self ? sp : t->stack_sp;
@@ -823,7 +853,7 @@ bool lf_stacks_contain(uintptr_t p)
  * static TLS. */
 uintptr_t lf_stacks_find(uintptr_t lo, uintptr_t hi, uintptr_t own)
 {
-    for (struct thread_rec *t = threads; t; t = t->next) {
+    for (struct thread_rec *t = thr.registry; t; t = t->next) {
         uint8_t state = state_of(t);
         if (state == T_FINISHED || t->cache.manual_only)
             continue;
@@ -842,12 +872,12 @@ uintptr_t lf_stacks_find(uintptr_t lo, uintptr_t hi, uintptr_t own)
 void lf_stacks_mark(void)
 {
     struct thread_rec *me = tl_self;
-    last_stacks_bytes = 0;
+    thr.last_stacks_bytes = 0;
     if (me)
-        scan_stack(me, own_scan_start);
+        scan_stack(me, thr.own_scan_start);
     else
-        scan_stack_off(NULL, own_scan_start, unregistered_bottom);
-    for (struct thread_rec *t = threads; t; t = t->next) {
+        scan_stack_off(NULL, thr.own_scan_start, thr.unregistered_bottom);
+    for (struct thread_rec *t = thr.registry; t; t = t->next) {
         lf_mark_range(&t->retval, &t->retval + 1);
         uint8_t state = state_of(t);
         if (state == T_FINISHED || t->cache.manual_only)
@@ -888,16 +918,16 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     struct thread_rec *me = tl_self;
-    struct thread_rec *t = threads;
-    threads = NULL;
+    struct thread_rec *t = thr.registry;
+    thr.registry = NULL;
     while (t) {
         struct thread_rec *next = t->next;
         if (t == me) {
-            t->next = threads;
-            threads = t;
+            t->next = thr.registry;
+            thr.registry = t;
         } else {
-            t->next = spare_recs;
-            spare_recs = t;
+            t->next = thr.spare_recs;
+            thr.spare_recs = t;
         }
         t = next;
     }
@@ -905,7 +935,7 @@ static void atfork_child(void)
         me->id = pthread_self();
     lf_groups_after_fork(me ? &me->cache : NULL);
     AO_store(&lf_gc_pending, 0);
-    sem_init(&ack_sem, 0, 0);
+    sem_init(&thr.ack_sem, 0, 0);
     lf_mark_after_fork();
     lf_dirty_after_fork();
     pthread_mutexattr_t attr;
@@ -917,8 +947,8 @@ static void atfork_child(void)
 
 void lf_threads_init(void)
 {
-    sem_init(&ack_sem, 0, 0);
-    pthread_once(&exit_key_once, exit_key_create);
+    sem_init(&thr.ack_sem, 0, 0);
+    pthread_once(&thr.exit_key_once, exit_key_create);
     /* The thread that initialises is registered: usually the main one,
      * whose base a program may have set in GC_stackbottom (bdwgc's). */
     bool main_thread = getpid() == gettid();
@@ -940,19 +970,15 @@ void lf_threads_collection_on(void)
     lf_fork_handlers_install();
 }
 
-/* The fork handlers, once: when collection turns on, or when malloc mode
- * starts (its locks must be held around fork too). */
-static LF_UNSCANNED pthread_once_t fork_handlers_once = PTHREAD_ONCE_INIT;
-
 static void fork_handlers_once_fn(void)
 {
-    if (handle_fork != -1)
+    if (thr.handle_fork != -1)
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
 void lf_fork_handlers_install(void)
 {
-    pthread_once(&fork_handlers_once, fork_handlers_once_fn);
+    pthread_once(&thr.fork_handlers_once, fork_handlers_once_fn);
 }
 
 /* Does p lie on the calling thread's stack?  (For malloc's messages.) */
@@ -978,7 +1004,7 @@ bool lf_on_own_stack(const void *p)
 LFGC_EXPORT void GC_allow_register_threads(void)
 {
     lf_ensure_init();
-    allow_register = true;
+    thr.allow_register = true;
 }
 
 LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
@@ -998,7 +1024,7 @@ LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
     /* As in bdwgc, a program that created a thread with GC_pthread_create
      * may register others; otherwise say so, once. */
     static LF_UNSCANNED volatile AO_t warned;
-    if (!allow_register && AO_compare_and_swap_full(&warned, 0, 1))
+    if (!thr.allow_register && AO_compare_and_swap_full(&warned, 0, 1))
         lf_warn("GC Warning: GC_register_my_thread without GC_allow_register_threads "
              "(thread %p); registering anyway (said once)\n", (uintptr_t)pthread_self());
     uintptr_t bottom = sb && sb->mem_base ? (uintptr_t)sb->mem_base : 0;
@@ -1094,14 +1120,14 @@ LFGC_EXPORT void GC_set_stackbottom(void *gc_thread, const struct GC_stack_base 
 LFGC_EXPORT void GC_set_on_thread_event(GC_on_thread_event_proc fn)
 {
     lock();
-    on_thread_event = fn;
+    thr.on_thread_event = fn;
     unlock();
 }
 
 LFGC_EXPORT GC_on_thread_event_proc GC_get_on_thread_event(void)
 {
     lock();
-    GC_on_thread_event_proc fn = on_thread_event;
+    GC_on_thread_event_proc fn = thr.on_thread_event;
     unlock();
     return fn;
 }
@@ -1112,25 +1138,25 @@ LFGC_EXPORT GC_on_thread_event_proc GC_get_on_thread_event(void)
 LFGC_EXPORT void GC_set_handle_fork(int how)
 {
     if (!lf_gc_initialized)
-        handle_fork = how;
+        thr.handle_fork = how;
 }
 
 LFGC_EXPORT void GC_atfork_prepare(void)
 {
     lf_ensure_init();
-    if (handle_fork == -1)
+    if (thr.handle_fork == -1)
         atfork_prepare();
 }
 
 LFGC_EXPORT void GC_atfork_parent(void)
 {
-    if (handle_fork == -1)
+    if (thr.handle_fork == -1)
         atfork_parent();
 }
 
 LFGC_EXPORT void GC_atfork_child(void)
 {
-    if (handle_fork == -1)
+    if (thr.handle_fork == -1)
         atfork_child();
 }
 
@@ -1217,16 +1243,13 @@ LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,
     unlock();
 }
 
-/* The world stays stopped, and the lock held, until the matching start:
- * the caller must not allocate in between. */
-static LF_UNSCANNED int external_stop_cancel;        /* lock held to use */
 
 LFGC_EXPORT void GC_stop_world_external(void)
 {
     lf_ensure_init();
     int cancel = nocancel_begin();
     lock();
-    external_stop_cancel = cancel;
+    thr.external_stop_cancel = cancel;
     lf_sweepers_hold();
     lf_stop_world();
 }
@@ -1235,7 +1258,7 @@ LFGC_EXPORT void GC_start_world_external(void)
 {
     lf_start_world();
     lf_sweepers_release();
-    int cancel = external_stop_cancel;
+    int cancel = thr.external_stop_cancel;
     unlock();
     nocancel_end(cancel);
 }
@@ -1251,10 +1274,10 @@ static void *wait_until_resumed(void *arg)
     struct thread_rec *me = arg;
     sigset_t restart, old;
     sigemptyset(&restart);
-    sigaddset(&restart, sig_restart);
+    sigaddset(&restart, thr.sig_restart);
     pthread_sigmask(SIG_BLOCK, &restart, &old);
     sigset_t wait = old;
-    sigdelset(&wait, sig_restart);
+    sigdelset(&wait, thr.sig_restart);
     while (__atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE))
         sigsuspend(&wait);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1302,9 +1325,9 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
     __atomic_store_n(&t->ext_suspended, 1, __ATOMIC_RELEASE);
     /* Not in the middle of a sweep, which a collection would wait for. */
     lf_sweepers_hold();
-    AO_store(&acks, 0);
+    AO_store(&thr.acks, 0);
     __atomic_store_n(&t->parked, 1, __ATOMIC_RELAXED);
-    if (pthread_kill(t->id, sig_suspend) != 0) {
+    if (pthread_kill(t->id, thr.sig_suspend) != 0) {
         t->ext_suspended = 0;
         t->parked = 0;
     } else {
@@ -1326,7 +1349,7 @@ LFGC_EXPORT void GC_resume_thread(void *thread)
             unlock();
             return;
         }
-        pthread_kill(t->id, sig_restart);
+        pthread_kill(t->id, thr.sig_restart);
         /* Out of the handler before anyone may suspend it again: a new
          * suspend signal would wait behind a handler that saw the flag
          * set again and never returns. */
@@ -1358,24 +1381,24 @@ LFGC_EXPORT void GC_set_suspend_signal(int sig)
 {
     if (lf_gc_initialized)
         return;                      /* as bdwgc: only before GC_init */
-    sig_suspend = sig;
+    thr.sig_suspend = sig;
 }
 
 LFGC_EXPORT void GC_set_thr_restart_signal(int sig)
 {
     if (lf_gc_initialized)
         return;
-    sig_restart = sig;
+    thr.sig_restart = sig;
 }
 
 LFGC_EXPORT int GC_get_suspend_signal(void)
 {
-    return sig_suspend;
+    return thr.sig_suspend;
 }
 
 LFGC_EXPORT int GC_get_thr_restart_signal(void)
 {
-    return sig_restart;
+    return thr.sig_restart;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1421,7 +1444,7 @@ LFGC_EXPORT int GC_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                   void *(*start)(void *), void *arg)
 {
     lf_ensure_init();
-    allow_register = true;
+    thr.allow_register = true;
     struct start_info si = { .start = start, .arg = arg };
     int state = PTHREAD_CREATE_JOINABLE;
     if (attr)
@@ -1442,7 +1465,7 @@ LFGC_EXPORT int GC_pthread_create(pthread_t *thread, const pthread_attr_t *attr,
 
 static struct thread_rec *find_rec(pthread_t id)
 {
-    for (struct thread_rec *t = threads; t; t = t->next)
+    for (struct thread_rec *t = thr.registry; t; t = t->next)
         if (pthread_equal(t->id, id))
             return t;
     return NULL;
@@ -1524,7 +1547,7 @@ LFGC_EXPORT int GC_pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
         return pthread_sigmask(how, set, old);
     sigset_t fixed = *set;
     /* The collector must always be able to stop this thread. */
-    sigdelset(&fixed, sig_suspend);
+    sigdelset(&fixed, thr.sig_suspend);
     return pthread_sigmask(how, &fixed, old);
 }
 
