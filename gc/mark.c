@@ -367,14 +367,23 @@ static uintptr_t *slice_precise(struct marker *m, uintptr_t *top, uintptr_t lo, 
  * (span.indirect_procs): minor collections look for them. */
 static LF_UNSCANNED bool indirect_procs;
 
-static __attribute__((noinline, cold)) void note_indirect_proc(uintptr_t obj)
+/* Flag the span owning the slot obj lies in (obj may be an array's
+ * element, past the chunk of its slot's base).  Every object whose
+ * descriptor, read from it, names a procedure comes here (each gcj object
+ * of such a type): inline, and a division only for spans of several
+ * chunks. */
+static inline void note_indirect_proc(uintptr_t obj)
 {
-    struct region *r = region_of((const void *)obj);
-    struct span *s = &r->spans[span_index_of(r, obj)];
-    if (!__atomic_load_n(&s->indirect_procs, __ATOMIC_RELAXED))
+    const struct region *r = &lf_regions[(obj >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION];
+    uint64_t base = (uint64_t)(((unsigned __int128)obj * r->magic) >> 64) * r->size;
+    uint64_t j = (base - r->start) >> CHUNK_SHIFT;
+    if (unlikely(r->span_chunks != 1))
+        j = j / r->span_chunks * r->span_chunks;
+    struct span *s = &r->spans[j];
+    if (unlikely(!__atomic_load_n(&s->indirect_procs, __ATOMIC_RELAXED))) {
         __atomic_store_n(&s->indirect_procs, 1, __ATOMIC_RELAXED);
-    if (!__atomic_load_n(&indirect_procs, __ATOMIC_RELAXED))
         __atomic_store_n(&indirect_procs, true, __ATOMIC_RELAXED);
+    }
 }
 
 /* GC_DS_PER_OBJECT: the descriptor of the object at [obj, end), read at a

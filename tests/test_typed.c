@@ -506,3 +506,64 @@ Test(typed, finalizer_ignoring_self_sees_a_longer_cycle)
     cr_assert_eq(self_finalized, 0, "an object in a cycle was finalized");
     cr_assert(tu_live(o), "an object in a finalization cycle was freed");
 }
+
+/* An array whose slot starts in one chunk and runs into the next, the
+ * element naming the procedure lying past the boundary: the span noted
+ * for minor collections is the array's own (its base's chunk), not the
+ * next chunk's. */
+#define STRADDLE_TRIES 4000
+static void *volatile straddle_tries[STRADDLE_TRIES];
+
+static TU_NOINLINE int root_straddling_array(void)
+{
+    GC_disable();
+    int found = 0;
+    /* All kept: the next chunk's span stays in use, its pages protected
+     * (a page no span protects is rescanned anyway). */
+    for (int i = 0; i < STRADDLE_TRIES; i++) {
+        GC_word *a = GC_calloc_explicitly_typed(4, 16, per_elem_descr);
+        cr_assert_not_null(a);
+        straddle_tries[i] = a;
+        uintptr_t el = (uintptr_t)(a + 2 * 3);
+        if (!found && (uintptr_t)a >> 16 != el >> 16) {
+            a[2 * 3] = (GC_word)side_record;
+            a[2 * 3 + 1] = 1;               /* side[0] */
+            tu_holder = a;
+            found = 1;
+        }
+    }
+    GC_enable();
+    return found;
+}
+
+Test(typed, minor_collection_calls_the_procedure_of_an_element_past_a_chunk)
+{
+    side_setup();
+    cr_assert(root_straddling_array(), "no array straddled a chunk boundary");
+    tu_collect();
+    if (!tu_collect_minor())
+        TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
+                "asynchronous write protection");
+    cr_assert(tu_collect_minor());
+    GC_hidden_pointer h[3];
+    for (int round = 0; round < 3; round++) {
+        GC_disable();
+        h[round] = side_target(0, 90 + (uint64_t)round);
+        GC_enable();
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert(tu_live(h[round]),
+                  "round %d: the young object the last element's procedure reaches was freed",
+                  round);
+        cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(h[round]), TU_TARGET, 90 + (uint64_t)round),
+                     TU_TARGET, "round %d: the young object was damaged", round);
+    }
+    tu_collect();
+    cr_assert_not(tu_live(h[0]) || tu_live(h[1]), "replaced objects survived");
+    side[0] = 0;
+    tu_collect();
+    cr_assert_not(tu_live(h[2]), "the object the side table no longer holds was kept");
+    tu_holder = NULL;
+    for (int i = 0; i < STRADDLE_TRIES; i++)
+        straddle_tries[i] = NULL;
+}
