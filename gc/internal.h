@@ -429,6 +429,9 @@ int lf_kind_twin(unsigned kind, uint8_t *twin, bool uncollectable, void (*made)(
  * for a marked object of its kind, else the kind. */
 void lf_describe_type(void *base, char *buf);
 unsigned lf_kinds_made(void);
+/* Some collectable kind is rescanned whole by every minor collection
+ * (struct kind's rescan_minor): set when one is made, never cleared. */
+extern bool lf_kinds_rescan_minor;
 /* Mark procedures by index (GC_new_proc), read by the markers. */
 extern GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
 /* Set procedure i (NULL: leave it) for gcj-style allocation, which

@@ -50,6 +50,7 @@ LF_UNSCANNED uint8_t lf_kind_mark[MAX_KINDS + 1] = {
     [1 + KIND_MALLOC] = MARK_NO_SCAN,
 };
 static LF_UNSCANNED unsigned num_kinds = NUM_PREDEFINED_KINDS;     /* lock held to change */
+LF_UNSCANNED bool lf_kinds_rescan_minor;
 
 unsigned lf_kinds_made(void)
 {
@@ -87,6 +88,8 @@ static int kind_new_locked(enum scan_mode scan, uintptr_t descr, bool add_size, 
     kd->ptrfree = scan == SCAN_NONE;
     /* A long bitmap reads nothing outside the object. */
     kd->rescan_minor = scan == SCAN_PROC && !descr_long_bitmap(descr);
+    if (kd->rescan_minor && !uncollectable)
+        __atomic_store_n(&lf_kinds_rescan_minor, true, __ATOMIC_RELAXED);
     kd->clear = clear;
     kd->uncollectable = uncollectable;
     kd->descr = descr;

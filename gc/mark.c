@@ -1389,11 +1389,8 @@ static bool object_calls_proc(const struct kind *k, uintptr_t base, uintptr_t en
 uint64_t lf_mark_rescan_kinds(void)
 {
     uint64_t bytes = 0;
-    unsigned kinds = lf_kinds_made();
-    bool any = __atomic_load_n(&indirect_procs, __ATOMIC_RELAXED);
-    for (unsigned k = NUM_PREDEFINED_KINDS; k < kinds; k++)
-        any |= lf_kinds[k].rescan_minor && !lf_kinds[k].uncollectable;
-    if (!any)
+    if (!__atomic_load_n(&indirect_procs, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&lf_kinds_rescan_minor, __ATOMIC_RELAXED))
         return 0;
     for_each_span_in_use(it) {
         struct region *r = it.r;
