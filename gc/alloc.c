@@ -22,7 +22,7 @@ __thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec"
 extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
     __attribute__((alias("lf_tl_free"), visibility("default")));
 LFGC_EXPORT const uint64_t lfgc_private_layout = LF_PRIVATE_LAYOUT;
-LF_UNSCANNED uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
+LF_UNSCANNED_BSS uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
 LF_UNSCANNED size_t lf_extra_bytes = 1;
 
 static void groups_init(void);

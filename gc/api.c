@@ -304,7 +304,7 @@ LFGC_EXPORT GC_warn_proc GC_get_warn_proc(void)
  * after the world restarts, by the thread that stopped it.  The queue is
  * touched only by that thread, with the lock held. */
 #define DEFERRED_MAX 16
-static LF_UNSCANNED struct { const char *fmt; uintptr_t arg; } deferred[DEFERRED_MAX];
+static LF_UNSCANNED_BSS struct { const char *fmt; uintptr_t arg; } deferred[DEFERRED_MAX];
 static LF_UNSCANNED unsigned deferred_count;
 static LF_UNSCANNED uint64_t deferred_dropped;
 

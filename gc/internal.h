@@ -42,6 +42,15 @@
  * the program's, and the scan cannot tell them apart otherwise.
  * tests/symbols.sh fails for a variable defined without it. */
 #define LF_UNSCANNED __attribute__((section("lf_unscanned")))
+/* The same for zero-initialised state, in a section that takes no room in
+ * the file (NOBITS, as .bss): its pages are anonymous and made only when
+ * written, where lf_unscanned's are file-backed and a read fault maps
+ * them many at a time (fault-around), used or not.  For the large tables;
+ * a non-zero initialiser here is an assembler error ("attempt to store
+ * non-zero value").  GCC gives NOBITS only to sections named .bss.*, which
+ * the linker merges into .bss without bounds: the type is written into
+ * the directive, and '#' comments out the flags GCC appends to it. */
+#define LF_UNSCANNED_BSS __attribute__((section("lf_unscanned_bss,\"aw\",@nobits#")))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 

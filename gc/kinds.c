@@ -21,9 +21,9 @@
 
 /* The predefined kinds' per-class state; later kinds' is mapped when they
  * are made (never scanned). */
-LF_UNSCANNED struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
+LF_UNSCANNED_BSS struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
 /* The manual kinds' (malloc.c). */
-static LF_UNSCANNED struct class_kind malloc_ck[3][NUM_CLASSES];
+static LF_UNSCANNED_BSS struct class_kind malloc_ck[3][NUM_CLASSES];
 
 LF_UNSCANNED struct kind lf_kinds[MAX_KINDS] = {
     [KIND_PTRFREE]        = { .in_use = 1, .ptrfree = 1, .scan = SCAN_NONE,
@@ -144,7 +144,7 @@ bool lf_kind_valid(unsigned kind)
 /* ------------------------------------------------------------------ */
 /* Mark procedures                                                     */
 
-LF_UNSCANNED GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
+LF_UNSCANNED_BSS GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
 static LF_UNSCANNED unsigned num_procs = GC_RESERVED_MARK_PROCS;     /* lock held */
 
 bool lf_mark_proc_set(unsigned i, GC_mark_proc proc)
@@ -405,7 +405,7 @@ LFGC_EXPORT int GC_get_kind_and_size(const void *p, size_t *psize)
 }
 
 /* What GC_print_backtrace says of each object's type, as bdwgc's does. */
-static LF_UNSCANNED GC_describe_type_fn describe_type[MAX_KINDS];
+static LF_UNSCANNED_BSS GC_describe_type_fn describe_type[MAX_KINDS];
 
 void lf_describe_type(void *base, char *buf)
 {

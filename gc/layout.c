@@ -55,16 +55,16 @@ LFGC_EXPORT const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE] = {
 };
 #pragma GCC diagnostic pop
 
-LFGC_EXPORT LF_UNSCANNED uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
+LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
 /* What programs built with this layout's lowfat.h refer to (see there). */
 LFGC_EXPORT const char LOWFAT_LAYOUT_ID(LOWFAT_REGION_SHIFT, LOWFAT_FIRST_REGION);
 
-LF_UNSCANNED struct region lf_regions[NUM_CLASSES];
+LF_UNSCANNED_BSS struct region lf_regions[NUM_CLASSES];
 LF_UNSCANNED uint8_t *lf_chunk_map;
 /* Until the map is made (a free before the library's constructor and
  * before any malloc), the addresses below 256 MiB, NULL first, read zeros
  * here. */
-LF_UNSCANNED uint8_t lf_free_map_boot[4096];
+LF_UNSCANNED_BSS uint8_t lf_free_map_boot[4096];
 LF_UNSCANNED uint8_t *lf_free_map = lf_free_map_boot;
 LF_UNSCANNED bool lf_layout_ok;
 
@@ -167,7 +167,7 @@ static const char *own_path(void)
 }
 
 LF_UNSCANNED bool lf_refused;
-static LF_UNSCANNED char refused_owner[PAGE_SIZE - 16];
+static LF_UNSCANNED_BSS char refused_owner[PAGE_SIZE - 16];
 
 /* Every entry of a refused copy that would touch the heap, the threads or
  * the signals comes here: it cannot work (this copy has no heap) and must

@@ -22,7 +22,7 @@
 #include "internal.h"
 #include "lfgc_malloc.h"
 
-LF_UNSCANNED uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 1];
+LF_UNSCANNED_BSS uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 1];
 LF_UNSCANNED unsigned lf_malloc_small_kind = KIND_MALLOC;
 LF_UNSCANNED bool lf_malloc_wipe, lf_malloc_shuffle;
 

@@ -91,7 +91,7 @@ struct packet {
 };
 _Static_assert(sizeof(struct packet) == PAGE_SIZE, "a packet is one page");
 
-static LF_UNSCANNED struct marker markers[MAX_MARKERS];
+static LF_UNSCANNED_BSS struct marker markers[MAX_MARKERS];
 static LF_UNSCANNED unsigned num_markers = 1;        /* configured                    */
 static LF_UNSCANNED unsigned helpers_started;        /* helper threads running         */
 static LF_UNSCANNED size_t stack_limit;              /* words a stack may grow to      */

@@ -8,8 +8,9 @@
  * minus the ranges excluded with GC_exclude_static_roots and the
  * segments a GC_register_has_static_roots_callback filter refuses.  lfgc's own
  * state is never a root: its globals that may look like heap addresses
- * are in the lf_unscanned section, left out in any link, and its shared
- * object, when it is one, is skipped whole (nothing else in it retains).
+ * are in the lf_unscanned and lf_unscanned_bss sections, left out in any
+ * link, and its shared object, when it is one, is skipped whole (nothing
+ * else in it retains).
  * Stacks and registers are in threads.c.
  */
 #define _GNU_SOURCE
@@ -34,7 +35,8 @@ static LF_UNSCANNED struct range_set user_roots;
 static LF_UNSCANNED struct range_set excluded;       /* kept sorted by lo */
 /* The first entries of `excluded` at start-up are lfgc's own, which
  * GC_clear_exclusion_table keeps. */
-static LF_UNSCANNED struct range own_excluded[2];
+enum { OWN_EXCLUDED = 3 };
+static LF_UNSCANNED struct range own_excluded[OWN_EXCLUDED];
 /* GC_register_has_static_roots_callback's filter, or NULL. */
 static LF_UNSCANNED GC_has_static_roots_func static_roots_filter;
 static LF_UNSCANNED size_t last_roots_bytes;
@@ -71,8 +73,10 @@ static void exclude(uintptr_t lo, uintptr_t hi)
     excluded.n++;
 }
 
-/* Bounds of the section of LF_UNSCANNED globals, from the linker. */
+/* Bounds of the sections of LF_UNSCANNED and LF_UNSCANNED_BSS globals,
+ * from the linker. */
 extern char __start_lf_unscanned[], __stop_lf_unscanned[];
+extern char __start_lf_unscanned_bss[], __stop_lf_unscanned_bss[];
 
 void lf_roots_init(void)
 {
@@ -80,11 +84,13 @@ void lf_roots_init(void)
      * root, in whatever object it was linked. */
     own_excluded[0] = (struct range){ (uintptr_t)__start_lf_unscanned,
                                       (uintptr_t)__stop_lf_unscanned };
+    own_excluded[1] = (struct range){ (uintptr_t)__start_lf_unscanned_bss,
+                                      (uintptr_t)__stop_lf_unscanned_bss };
     /* A program that reads lowfat_heap_top directly may have it copied
      * into its own data (a copy relocation): leave that copy out too. */
-    own_excluded[1] = (struct range){ (uintptr_t)&lowfat_heap_top,
+    own_excluded[2] = (struct range){ (uintptr_t)&lowfat_heap_top,
                                       (uintptr_t)(&lowfat_heap_top + 1) };
-    for (unsigned i = 0; i < 2; i++)
+    for (unsigned i = 0; i < OWN_EXCLUDED; i++)
         exclude(own_excluded[i].lo, own_excluded[i].hi);
 }
 
@@ -208,7 +214,7 @@ static void gather_segments(void)
  * nothing); the collecting thread itself may still use them. */
 #define HOLD_STACK_SIZE ((size_t)64 << 10)
 static LF_UNSCANNED void *hold_stack;
-static LF_UNSCANNED ucontext_t hold_ctx, collector_ctx;
+static LF_UNSCANNED_BSS ucontext_t hold_ctx, collector_ctx;
 static LF_UNSCANNED bool holding;
 
 static int hold_callback(struct dl_phdr_info *info, size_t size, void *data)
@@ -388,7 +394,7 @@ LFGC_EXPORT void GC_clear_exclusion_table(void)
     lf_ensure_init();
     lock();
     excluded.n = 0;
-    for (unsigned i = 0; i < 2; i++)
+    for (unsigned i = 0; i < OWN_EXCLUDED; i++)
         exclude(own_excluded[i].lo, own_excluded[i].hi);
     unlock();
 }

@@ -7,7 +7,7 @@
 
 #define PAUSE_RING 4096
 
-static LF_UNSCANNED uint64_t pauses[PAUSE_RING];
+static LF_UNSCANNED_BSS uint64_t pauses[PAUSE_RING];
 static LF_UNSCANNED uint64_t pause_count;
 static LF_UNSCANNED uint64_t max_pause, total_pause, last_pause;
 static LF_UNSCANNED GC_on_collection_event_proc on_event;

@@ -948,6 +948,37 @@ Test(malloc_mode, no_collector_machinery)
               "malloc-only process: status %#x (2, 3: a signal handler, 4: a thread)", status);
 }
 
+/* lfgc's own state costs a malloc-only process little memory: its large
+ * zero-initialised tables are in a NOBITS section (anonymous pages, made
+ * when written), not in the file-backed data, which a read fault maps
+ * many pages at a time whether they are used or not (fault-around). */
+Test(malloc_mode, library_state_is_not_file_backed)
+{
+    free(malloc(100));
+    FILE *f = fopen("/proc/self/smaps", "r");
+    cr_assert(f);
+    char line[512];
+    bool in_data = false;
+    int mappings = 0;
+    unsigned long size_kb = 0, rss_kb = 0, v;
+    while (fgets(line, sizeof line, f)) {
+        char perms[8];
+        if (sscanf(line, "%*x-%*x %7s", perms) == 1) {
+            in_data = strstr(line, "/liblfgc.so") && strcmp(perms, "rw-p") == 0;
+            mappings += in_data;
+        } else if (in_data && sscanf(line, "Size: %lu kB", &v) == 1) {
+            size_kb += v;
+        } else if (in_data && sscanf(line, "Rss: %lu kB", &v) == 1) {
+            rss_kb += v;
+        }
+    }
+    fclose(f);
+    cr_assert_geq(mappings, 1, "no writable mapping of liblfgc.so in /proc/self/smaps");
+    cr_assert_leq(size_kb, 48, "liblfgc.so's file-backed writable data: %lu KiB (%lu resident)",
+                  size_kb, rss_kb);
+    cr_assert_leq(rss_kb, 48);
+}
+
 /* With the collector on in the same process: one heap; malloc's objects
  * are neither collected nor scanned. */
 static uintptr_t hidden_malloced[64];

@@ -286,10 +286,15 @@ Test(static_link, plausible_bounds_are_no_heap_address)
 }
 
 extern char __start_lf_unscanned[], __stop_lf_unscanned[];
+extern char __start_lf_unscanned_bss[], __stop_lf_unscanned_bss[];
 
+/* In one of the two sections the root scan leaves out (LF_UNSCANNED and
+ * LF_UNSCANNED_BSS). */
 static int unscanned(const void *p, size_t n)
 {
-    return (const char *)p >= __start_lf_unscanned && (const char *)p + n <= __stop_lf_unscanned;
+    const char *c = p;
+    return (c >= __start_lf_unscanned && c + n <= __stop_lf_unscanned) ||
+           (c >= __start_lf_unscanned_bss && c + n <= __stop_lf_unscanned_bss);
 }
 
 /* The globals that hold heap addresses or sizes are in the section the
