@@ -64,17 +64,28 @@ static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
         memset(lf_free_map + first, (int)(r - lf_regions) + 1, r->span_chunks);
 }
 
-/* Threads in each owner group (internal.h, FREE_GROUPS), lock held. */
+/* Threads in each owner group (internal.h, FREE_GROUPS): changed with the
+ * lock held, read without it by remote frees (a span of a group no
+ * thread is in goes to the freeing thread's group). */
 static LF_UNSCANNED unsigned group_threads[FREE_GROUPS];
+/* When each group last gained a thread or lost its last: lock held. */
+static LF_UNSCANNED uint64_t group_stamp[FREE_GROUPS], group_clock;
 
 void lf_cache_arm_free(struct thread_cache *tc)
 {
     if (!tc->free_grouped) {
+        /* The group with fewest threads; of those, the one left longest
+         * ago: a group that has just lost its last thread keeps no
+         * thread for a while, and the successor of that thread (which
+         * frees what it allocated) adopts its spans meanwhile. */
         unsigned g = 0;
         for (unsigned i = 1; i < FREE_GROUPS; i++)
-            if (group_threads[i] < group_threads[g])
+            if (group_threads[i] < group_threads[g] ||
+                (group_threads[i] == group_threads[g] && group_stamp[i] < group_stamp[g]))
                 g = i;
-        group_threads[g]++;
+        group_stamp[g] = ++group_clock;
+        /* Atomic: the remote free path reads the counts without the lock. */
+        __atomic_fetch_add(&group_threads[g], 1, __ATOMIC_RELAXED);
         tc->free_group = (uint8_t)g;
         tc->free_grouped = 1;
     }
@@ -791,8 +802,9 @@ static inline int slot_group(const void *p)
 }
 
 /* The thread's gathered slots of class c onto their group's remote list.
- * `held`: the lock is held (no scavenge from here). */
-static __attribute__((noinline)) void pend_flush(struct thread_cache *tc, unsigned c, bool held)
+ * Not counted in malloc.c's remote bytes: the group's next refill takes
+ * them, and a scavenge is for memory nobody takes (the global stacks). */
+static __attribute__((noinline)) void pend_flush(struct thread_cache *tc, unsigned c)
 {
     struct remote_pending *pd = &tc->pend[c];
     if (!pd->head)
@@ -806,17 +818,8 @@ static __attribute__((noinline)) void pend_flush(struct thread_cache *tc, unsign
     } while (!AO_compare_and_swap_release(head, old, (AO_t)pd->head));
     uint64_t n = pend_max[c] - (uint64_t)pd->left;
     AO_fetch_and_add(&owner_remote[pd->group].count[c], n);
-    tc->remote_freed += n * lf_regions[c].size;
     pd->head = pd->tail = NULL;
     pd->left = 0;
-    if (tc->remote_freed >= ((uint64_t)64 << 10) || held) {
-        uint64_t bytes = tc->remote_freed;
-        tc->remote_freed = 0;
-        if (held)
-            lf_malloc_remote_pushed_held(bytes);
-        else
-            lf_malloc_remote_pushed(bytes);
-    }
 }
 
 /* Malloc's slot p of class c, of group g's span, freed by a thread of
@@ -828,7 +831,7 @@ static __attribute__((noinline)) void remote_defer_flush(struct thread_cache *tc
 {
     struct remote_pending *pd = &tc->pend[c];
     if (pd->group != g) {
-        pend_flush(tc, c, false);
+        pend_flush(tc, c);
         pd->group = (uint8_t)g;
     }
     slot_make_free(p, pd->head);
@@ -838,7 +841,7 @@ static __attribute__((noinline)) void remote_defer_flush(struct thread_cache *tc
     }
     pd->head = p;
     if (--pd->left <= 0)
-        pend_flush(tc, c, false);
+        pend_flush(tc, c);
 }
 
 /* No call on the common path: a tail call when a batch is full, or
@@ -881,8 +884,9 @@ static void **owner_take(unsigned g, unsigned c, size_t *count)
     return list;
 }
 
-/* Group g's remote list of class c onto the global list; lock held. */
-static void owner_to_global(unsigned g, unsigned c)
+/* Group g's remote list of class c onto the global list; lock held.
+ * With to >= 0, the chunks of its slots become group to's. */
+static void owner_to_global(unsigned g, unsigned c, int to)
 {
     size_t n;
     void **list = owner_take(g, c, &n);
@@ -891,12 +895,18 @@ static void owner_to_global(unsigned g, unsigned c)
     struct class_kind *ck = class_kind_of(c, KIND_MALLOC);
     void **tail = list;
     uint32_t exact = 1;
-    for (; link_decode(tail[0]); exact++)
+    uint8_t label = (uint8_t)(1 + c + (unsigned)to * FREE_GROUP_STRIDE);
+    for (;; exact++) {
+        if (to >= 0)
+            __atomic_store_n(&lf_free_map[(uintptr_t)tail >> CHUNK_SHIFT], label,
+                             __ATOMIC_RELAXED);
+        if (!link_decode(tail[0]))
+            break;
         tail = link_decode(tail[0]);
+    }
     tail[0] = link_encode(ck->free);
     ck->free = list;
     ck->free_count += exact;
-    lf_malloc_remote_taken(exact * lf_regions[c].size);
 }
 
 /* Move the remote lists of group g (every group: g < 0) to the global
@@ -907,19 +917,28 @@ void lf_owner_remote_drain(int g)
         if (g >= 0 && i != (unsigned)g)
             continue;
         for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
-            owner_to_global(i, c);
+            owner_to_global(i, c, -1);
         }
     }
 }
 
-/* Before a span is claimed for class c: the slots freed to groups that
- * no thread belongs to any more go to the global list (lock held). */
-static void orphans_take(unsigned c)
+/* Before thread tc claims a span for class c (lock held): rather than
+ * grow the heap, it takes the slots freed to groups that no thread is in
+ * any more, and those that a group's threads leave piling up (two
+ * batches or more: an idle thread's group, or one that frees enough of
+ * its own not to refill), and their chunks become its group's, so that
+ * its frees of them stay local.  Not a group's last few slots: taking
+ * those would hand a thread back, beside its owners' objects, the slot
+ * it has just freed (cache-scratch). */
+static void groups_take(struct thread_cache *tc, unsigned c)
 {
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
-        if (group_threads[g] || !AO_load(&owner_remote[g].head[c]))
+        if (g == tc->free_group || !AO_load(&owner_remote[g].head[c]))
             continue;
-        owner_to_global(g, c);
+        if (__atomic_load_n(&group_threads[g], __ATOMIC_RELAXED) &&
+            AO_load(&owner_remote[g].count[c]) < 2 * (AO_t)pend_max[c])
+            continue;
+        owner_to_global(g, c, (int)tc->free_group);
     }
 }
 
@@ -957,6 +976,10 @@ LFGC_EXPORT void lfgc_private_free_slow(void *p)
     if (g == 0xff || g == tc->free_group || (uint64_t)(uintptr_t)p * magic >= magic ||
         slot_is_free(p)) {
         lf_malloc_free_slow(p);
+        return;
+    }
+    if (unlikely(!__atomic_load_n(&group_threads[g], __ATOMIC_RELAXED))) {
+        lf_manual_free_small(p, c);    /* adopts the span */
         return;
     }
     remote_defer(tc, g, c, p);
@@ -1038,7 +1061,7 @@ static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsign
     }
     bool owned = kind == KIND_MALLOC && tc->free_grouped;
     if (unlikely(owned && tc->pend[c].head))
-        pend_flush(tc, c, false);
+        pend_flush(tc, c);
     for (;;) {
         if (sweep_enter(tc)) {
             size_t n;
@@ -1048,7 +1071,6 @@ static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsign
                 taken = n;
                 kc->free[c] = list;
                 sweep_exit(tc);
-                lf_malloc_remote_taken(n * r->size);
                 break;
             }
             list = remote_take(ck, &n);
@@ -1089,7 +1111,7 @@ static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsign
         }
         lock();                       /* also waits for a collection */
         if (owned && !ck->free)
-            orphans_take(c);
+            groups_take(tc, c);
         if (ck->free) {
             /* Up to a batch of explicitly freed slots. */
             void **head = ck->free, **tail = head;
@@ -1532,18 +1554,16 @@ void lf_cache_return(struct thread_cache *tc)
     }
     kind_cache_return(&tc->mk, lf_malloc_small_kind);
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
-        pend_flush(tc, c, true);
-    if (tc->remote_freed) {
-        lf_malloc_remote_pushed_held(tc->remote_freed);
-        tc->remote_freed = 0;
-    }
+        pend_flush(tc, c);
     /* The last thread of its group leaves: the slots others freed to the
      * group go to the global lists (frees still on their way there wait
      * for the group's next thread, or a scavenge). */
     if (tc->free_grouped) {
         tc->free_grouped = 0;
-        if (--group_threads[tc->free_group] == 0)
+        if (__atomic_sub_fetch(&group_threads[tc->free_group], 1, __ATOMIC_RELAXED) == 0) {
+            group_stamp[tc->free_group] = ++group_clock;
             lf_owner_remote_drain(tc->free_group);
+        }
     }
 }
 
@@ -1698,8 +1718,16 @@ void lf_manual_free_small(void *p, unsigned c)
         lf_cache_arm_free(tc);
     int g = slot_group(p);
     if (g >= 0 && (unsigned)g != tc->free_group) {
-        remote_defer(tc, (unsigned)g, c, p);
-        return;
+        if (__atomic_load_n(&group_threads[g], __ATOMIC_RELAXED)) {
+            remote_defer(tc, (unsigned)g, c, p);
+            return;
+        }
+        /* No thread is left in the span's group (a server's worker that
+         * was replaced, whose successor frees what it allocated): the
+         * span becomes the freeing thread's group's.  Only where its
+         * slots are allocated and freed changes, not what is free. */
+        __atomic_store_n(&lf_free_map[(uintptr_t)p >> CHUNK_SHIFT],
+                         (uint8_t)(1 + c + tc->free_group * FREE_GROUP_STRIDE), __ATOMIC_RELAXED);
     }
     if (unlikely(lf_malloc_wipe))
         memset(p, 0, r->size);

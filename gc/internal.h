@@ -519,8 +519,6 @@ struct thread_cache {
     /* The owner group of the malloc spans this thread claims (see
      * lf_free_fast), once free_grouped is set. */
     uint8_t free_group, free_grouped;
-    uint64_t remote_freed;      /* bytes freed to other groups, not yet
-                                   counted in malloc.c's remote_bytes      */
     /* Per class, slots of another group's spans freed here, gathered
      * into a list (all of one group) that goes onto the group's remote
      * list in one CAS (alloc.c: remote_defer). */
@@ -669,7 +667,6 @@ void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind);
 void lf_manual_free_small(void *p, unsigned c);
 void lf_malloc_free_checked(void *p, struct region *r);  /* GC_free of malloc's */
 void lf_malloc_remote_pushed(uint64_t bytes);
-void lf_malloc_remote_pushed_held(uint64_t bytes);     /* lock held: no scavenge */
 /* Owner groups (alloc.c): their remote lists to the global ones (g < 0:
  * every group's), lock held; the free slots on them of class c, each
  * link checked with free_slot before it is followed, lock held. */

@@ -421,11 +421,6 @@ void lf_malloc_remote_taken(uint64_t bytes)
 
 static bool scavenge(void);
 
-void lf_malloc_remote_pushed_held(uint64_t bytes)
-{
-    AO_fetch_and_add(&remote_bytes, bytes);
-}
-
 void lf_malloc_remote_pushed(uint64_t bytes)
 {
     AO_t now = AO_fetch_and_add(&remote_bytes, bytes) + bytes;
