@@ -91,23 +91,49 @@ struct packet {
 };
 _Static_assert(sizeof(struct packet) == PAGE_SIZE, "a packet is one page");
 
-static LF_UNSCANNED_BSS struct marker markers[MAX_MARKERS];
-static LF_UNSCANNED unsigned num_markers = 1;        /* configured                    */
-static LF_UNSCANNED unsigned helpers_started;        /* helper threads running         */
-static LF_UNSCANNED size_t stack_limit;              /* words a stack may grow to      */
-static LF_UNSCANNED volatile AO_t overflowed;
+/* The module's state.  Not scanned: it holds no heap pointers (stacks
+ * and packets are mappings of their own).  All zero at start, so that it
+ * takes no file-backed pages (LF_UNSCANNED_BSS). */
+static LF_UNSCANNED_BSS struct mark_state {
+    /* The markers */
+    struct marker markers[MAX_MARKERS];     /* 0: the collecting thread's */
+    unsigned num_helpers;       /* markers besides the collecting thread:
+                                   GC_MARKERS - 1, else the cores - 1      */
+    unsigned helpers_started;   /* helper threads running                   */
+    size_t stack_limit;         /* words a stack may grow to                */
+    volatile AO_t overflowed;   /* a stack dropped entries: the heap is
+                                   rescanned for marked objects             */
 
-static LF_UNSCANNED pthread_mutex_t work_lock = PTHREAD_MUTEX_INITIALIZER;
-static LF_UNSCANNED pthread_cond_t work_cond = PTHREAD_COND_INITIALIZER;
-static LF_UNSCANNED pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
-static LF_UNSCANNED struct packet *work_list;        /* shared work                     */
-static LF_UNSCANNED struct packet *spare_packets;
-static LF_UNSCANNED volatile AO_t idle_markers;      /* joined markers waiting for work  */
-static LF_UNSCANNED volatile AO_t sleeping_helpers;  /* helpers outside any cycle         */
-static LF_UNSCANNED unsigned active_markers;         /* markers taking part this cycle   */
-static LF_UNSCANNED unsigned helpers_busy;           /* helpers that joined this cycle   */
-static LF_UNSCANNED bool cycle_open;                 /* a mark is in progress            */
-static LF_UNSCANNED volatile AO_t work_done;
+    /* Sharing work, under work_lock */
+    pthread_mutex_t work_lock;
+    pthread_cond_t work_cond;   /* work was shared, or the cycle is done:
+                                   idle markers and sleeping helpers wait  */
+    pthread_cond_t done_cond;   /* the last helper left the cycle           */
+    struct packet *work_list;   /* shared work                              */
+    struct packet *spare_packets;   /* emptied packets, for the next share  */
+    volatile AO_t idle_markers;     /* joined markers waiting for work      */
+    volatile AO_t sleeping_helpers; /* helpers outside any cycle: a marker
+                                       with a deep stack shares for them    */
+    unsigned active_markers;    /* markers taking part this cycle           */
+    unsigned helpers_busy;      /* helpers that joined this cycle           */
+    bool cycle_open;            /* a parallel mark is in progress           */
+    volatile AO_t work_done;    /* every marker idle and no packet left     */
+
+    /* This mark */
+    bool indirect_procs;        /* some span holds objects whose descriptor
+                                   names a mark procedure
+                                   (span.indirect_procs): minor collections
+                                   look for them                            */
+    bool parallel_now;          /* this cycle uses several markers          */
+    bool recovering;            /* overflow recovery: marker 0 alone        */
+    bool serial_only;           /* finalization: marker 0 alone             */
+    int64_t serial_budget;      /* bytes marker 0 scans before helpers join */
+    unsigned requested_markers; /* GC_set_markers_count, 0: unset           */
+} marking = {
+    .work_lock = PTHREAD_MUTEX_INITIALIZER,
+    .work_cond = PTHREAD_COND_INITIALIZER,
+    .done_cond = PTHREAD_COND_INITIALIZER,
+};
 
 static void mark_recover_overflow(void);
 
@@ -138,10 +164,10 @@ static bool stack_init(struct marker *m, size_t cap)
 static bool stack_grow(struct marker *m)
 {
     size_t cap = (size_t)(m->end - m->stack);
-    if (cap >= stack_limit)
+    if (cap >= marking.stack_limit)
         return false;
     size_t used = (size_t)(m->top - m->stack);
-    size_t ncap = cap * 2 > stack_limit ? stack_limit : cap * 2;
+    size_t ncap = cap * 2 > marking.stack_limit ? marking.stack_limit : cap * 2;
     void *p = mremap(m->stack, cap * sizeof(uintptr_t), ncap * sizeof(uintptr_t),
                      MREMAP_MAYMOVE);
     if (p == MAP_FAILED)
@@ -160,7 +186,7 @@ push_slow(struct marker *m, uintptr_t *top, uintptr_t lo, uintptr_t hi, size_t w
     m->top = top;
     while ((size_t)(m->end - m->top) < words) {
         if (!stack_grow(m)) {
-            if (AO_compare_and_swap_full(&overflowed, 0, 1))
+            if (AO_compare_and_swap_full(&marking.overflowed, 0, 1))
                 AO_fetch_and_add1((volatile AO_t *)&lf_hs.mark_overflows);
             return m->top;           /* marked, not scanned: recovered later
                                       * (an earlier growth may have moved
@@ -363,10 +389,6 @@ static uintptr_t *slice_precise(struct marker *m, uintptr_t *top, uintptr_t lo, 
     return top;
 }
 
-/* Some span holds objects whose descriptor names a mark procedure
- * (span.indirect_procs): minor collections look for them. */
-static LF_UNSCANNED bool indirect_procs;
-
 /* Flag the span owning the slot obj lies in (obj may be an array's
  * element, past the chunk of its slot's base).  Every object whose
  * descriptor, read from it, names a procedure comes here (each gcj object
@@ -382,7 +404,7 @@ static inline void note_indirect_proc(uintptr_t obj)
     struct span *s = &r->spans[j];
     if (unlikely(!__atomic_load_n(&s->indirect_procs, __ATOMIC_RELAXED))) {
         __atomic_store_n(&s->indirect_procs, 1, __ATOMIC_RELAXED);
-        __atomic_store_n(&indirect_procs, true, __ATOMIC_RELAXED);
+        __atomic_store_n(&marking.indirect_procs, true, __ATOMIC_RELAXED);
     }
 }
 
@@ -616,15 +638,15 @@ static void share(struct marker *m)
     size_t n = whole_entries(m->stack, have / 2 > PACKET_WORDS ? PACKET_WORDS : have / 2, have);
     if (!n)
         return;
-    pthread_mutex_lock(&work_lock);
-    struct packet *p = spare_packets;
+    pthread_mutex_lock(&marking.work_lock);
+    struct packet *p = marking.spare_packets;
     if (p) {
-        spare_packets = p->next;
+        marking.spare_packets = p->next;
     } else {
         p = mmap(NULL, sizeof *p, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED) {
-            pthread_mutex_unlock(&work_lock);
+            pthread_mutex_unlock(&marking.work_lock);
             return;
         }
     }
@@ -632,12 +654,12 @@ static void share(struct marker *m)
     memmove(m->stack, m->stack + n, (have - n) * sizeof(uintptr_t));
     m->top -= n;
     p->n = n;
-    p->next = work_list;
-    work_list = p;
+    p->next = marking.work_list;
+    marking.work_list = p;
     /* Wakes an idle marker of this cycle, or a sleeping helper, which then
      * joins. */
-    pthread_cond_signal(&work_cond);
-    pthread_mutex_unlock(&work_lock);
+    pthread_cond_signal(&marking.work_cond);
+    pthread_mutex_unlock(&marking.work_lock);
 }
 
 /* Drain m's stack.  With a budget (serial marking only), stop once that
@@ -680,8 +702,8 @@ drain_impl(struct marker *m, const bool atomic, int64_t *budget, const bool base
         }
         /* Only into an empty list: packets an idle marker has not yet
          * taken (it may wait for a core) would pile up, each a page. */
-        if (atomic && top - m->stack >= SHARE_MIN && !AO_load((volatile AO_t *)&work_list) &&
-            (AO_load(&idle_markers) || AO_load(&sleeping_helpers))) {
+        if (atomic && top - m->stack >= SHARE_MIN && !AO_load((volatile AO_t *)&marking.work_list) &&
+            (AO_load(&marking.idle_markers) || AO_load(&marking.sleeping_helpers))) {
             m->top = top;
             share(m);
             top = m->top;
@@ -728,23 +750,18 @@ static bool drain_serial_budget(struct marker *m, int64_t *budget)
     return drain_impl(m, false, budget, false);
 }
 
-static LF_UNSCANNED bool parallel_now;               /* this cycle uses several markers */
-static LF_UNSCANNED bool recovering;                 /* overflow recovery: marker 0 alone */
-static LF_UNSCANNED bool serial_only;                /* finalization: marker 0 alone      */
-static LF_UNSCANNED int64_t serial_budget;           /* bytes marker 0 scans before helpers join */
-
 static void go_parallel(void);
 
 static void drain(struct marker *m)
 {
-    if (!parallel_now) {
-        if (!helpers_started || recovering || serial_only) {
+    if (!marking.parallel_now) {
+        if (!marking.helpers_started || marking.recovering || marking.serial_only) {
             drain_serial(m);
             return;
         }
         /* A collection that turns out to have much to trace wakes the
          * helpers then: its own prediction may have been wrong. */
-        if (drain_serial_budget(m, &serial_budget))
+        if (drain_serial_budget(m, &marking.serial_budget))
             return;
         go_parallel();
     }
@@ -757,39 +774,39 @@ static void mark_until_done(struct marker *m)
 {
     for (;;) {
         drain_parallel(m);
-        pthread_mutex_lock(&work_lock);
+        pthread_mutex_lock(&marking.work_lock);
         struct packet *p = NULL;
         for (;;) {
-            if (work_list) {
-                p = work_list;
-                work_list = p->next;
+            if (marking.work_list) {
+                p = marking.work_list;
+                marking.work_list = p->next;
                 break;
             }
-            if (work_done)
+            if (marking.work_done)
                 break;
-            AO_t idle = AO_fetch_and_add1_full(&idle_markers) + 1;
-            if (idle == active_markers) {
-                AO_store_release(&work_done, 1);
-                AO_fetch_and_sub1_full(&idle_markers);
-                pthread_cond_broadcast(&work_cond);
+            AO_t idle = AO_fetch_and_add1_full(&marking.idle_markers) + 1;
+            if (idle == marking.active_markers) {
+                AO_store_release(&marking.work_done, 1);
+                AO_fetch_and_sub1_full(&marking.idle_markers);
+                pthread_cond_broadcast(&marking.work_cond);
                 break;
             }
             /* Work usually comes back within microseconds: spin on the
              * shared list before paying for a sleep and a wake-up. */
-            pthread_mutex_unlock(&work_lock);
+            pthread_mutex_unlock(&marking.work_lock);
             for (unsigned i = 0; i < IDLE_SPINS; i++) {
-                if (AO_load_acquire((volatile AO_t *)&work_list) ||
-                    AO_load_acquire(&work_done))
+                if (AO_load_acquire((volatile AO_t *)&marking.work_list) ||
+                    AO_load_acquire(&marking.work_done))
                     break;
                 __builtin_ia32_pause();
             }
-            pthread_mutex_lock(&work_lock);
-            if (!work_list && !work_done)
-                pthread_cond_wait(&work_cond, &work_lock);
-            AO_fetch_and_sub1_full(&idle_markers);
+            pthread_mutex_lock(&marking.work_lock);
+            if (!marking.work_list && !marking.work_done)
+                pthread_cond_wait(&marking.work_cond, &marking.work_lock);
+            AO_fetch_and_sub1_full(&marking.idle_markers);
         }
         if (!p) {
-            pthread_mutex_unlock(&work_lock);
+            pthread_mutex_unlock(&marking.work_lock);
             return;
         }
         size_t n = p->n;
@@ -798,14 +815,14 @@ static void mark_until_done(struct marker *m)
         if ((size_t)(m->end - m->top) < n) {
             /* Cannot take it all: drop the rest (whole entries) and fall
              * into overflow mode. */
-            AO_store_full(&overflowed, 1);
+            AO_store_full(&marking.overflowed, 1);
             n = whole_entries(p->w, (size_t)(m->end - m->top), n);
         }
         memcpy(m->top, p->w, n * sizeof(uintptr_t));
         m->top += n;
-        p->next = spare_packets;
-        spare_packets = p;
-        pthread_mutex_unlock(&work_lock);
+        p->next = marking.spare_packets;
+        marking.spare_packets = p;
+        pthread_mutex_unlock(&marking.work_lock);
     }
 }
 
@@ -815,21 +832,21 @@ static void *helper_main(void *arg)
 {
     struct marker *m = arg;
     for (;;) {
-        pthread_mutex_lock(&work_lock);
-        AO_fetch_and_add1_full(&sleeping_helpers);
-        while (!(cycle_open && !work_done && work_list))
-            pthread_cond_wait(&work_cond, &work_lock);
-        AO_fetch_and_sub1_full(&sleeping_helpers);
-        active_markers++;
-        helpers_busy++;
-        pthread_mutex_unlock(&work_lock);
+        pthread_mutex_lock(&marking.work_lock);
+        AO_fetch_and_add1_full(&marking.sleeping_helpers);
+        while (!(marking.cycle_open && !marking.work_done && marking.work_list))
+            pthread_cond_wait(&marking.work_cond, &marking.work_lock);
+        AO_fetch_and_sub1_full(&marking.sleeping_helpers);
+        marking.active_markers++;
+        marking.helpers_busy++;
+        pthread_mutex_unlock(&marking.work_lock);
 
         mark_until_done(m);
 
-        pthread_mutex_lock(&work_lock);
-        if (--helpers_busy == 0)
-            pthread_cond_broadcast(&done_cond);
-        pthread_mutex_unlock(&work_lock);
+        pthread_mutex_lock(&marking.work_lock);
+        if (--marking.helpers_busy == 0)
+            pthread_cond_broadcast(&marking.done_cond);
+        pthread_mutex_unlock(&marking.work_lock);
     }
     return NULL;
 }
@@ -840,12 +857,12 @@ static void start_helpers(void)
     sigfillset(&all);
     /* Helpers never run client code: keep every signal away from them. */
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    for (unsigned i = helpers_started + 1; i < num_markers; i++) {
-        if (!markers[i].stack && !stack_init(&markers[i], 4096))
+    for (unsigned i = marking.helpers_started + 1; i <= marking.num_helpers; i++) {
+        if (!marking.markers[i].stack && !stack_init(&marking.markers[i], 4096))
             break;
-        if (pthread_create(&markers[i].thread, NULL, helper_main, &markers[i]) != 0)
+        if (pthread_create(&marking.markers[i].thread, NULL, helper_main, &marking.markers[i]) != 0)
             break;
-        helpers_started = i;
+        marking.helpers_started = i;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -853,57 +870,55 @@ static void start_helpers(void)
 /* ------------------------------------------------------------------ */
 /* Phases, called by the collector with the world stopped              */
 
-static LF_UNSCANNED unsigned requested_markers;      /* GC_set_markers_count, 0: unset */
-
 void lf_mark_set_markers(unsigned n)
 {
-    requested_markers = n;
+    marking.requested_markers = n;
 }
 
 void lf_mark_init(void)
 {
     bool found;
-    stack_limit = lf_env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
-    if (stack_limit < 16)
-        stack_limit = 16;
+    marking.stack_limit = lf_env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
+    if (marking.stack_limit < 16)
+        marking.stack_limit = 16;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     size_t n = lf_env_size("GC_MARKERS", cores > 0 ? (size_t)cores : 1, &found);
-    if (requested_markers)
-        n = requested_markers;
+    if (marking.requested_markers)
+        n = marking.requested_markers;
     if (n < 1)
         n = 1;
     if (n > MAX_MARKERS)
         n = MAX_MARKERS;
-    num_markers = (unsigned)n;
+    marking.num_helpers = (unsigned)n - 1;
     for (unsigned i = 0; i < MAX_MARKERS; i++)
-        markers[i].id = i;
-    stack_init(&markers[0], stack_limit < 65536 ? stack_limit : 65536);
+        marking.markers[i].id = i;
+    stack_init(&marking.markers[0], marking.stack_limit < 65536 ? marking.stack_limit : 65536);
 }
 
 unsigned lf_mark_markers(void)
 {
-    return num_markers;
+    return marking.num_helpers + 1;
 }
 
 /* Before the world stops: start the helper threads the first time (and
  * after fork), so that creating them is not part of a pause. */
 void lf_mark_prepare(void)
 {
-    if (num_markers > 1 && helpers_started + 1 < num_markers)
+    if (marking.helpers_started < marking.num_helpers)
         start_helpers();
 }
 
 /* Open a parallel cycle: helpers join once work is shared. */
 static void go_parallel(void)
 {
-    pthread_mutex_lock(&work_lock);
-    active_markers = 1;
-    helpers_busy = 0;
-    AO_store(&idle_markers, 0);
-    AO_store(&work_done, 0);
-    cycle_open = true;
-    pthread_mutex_unlock(&work_lock);
-    parallel_now = true;
+    pthread_mutex_lock(&marking.work_lock);
+    marking.active_markers = 1;
+    marking.helpers_busy = 0;
+    AO_store(&marking.idle_markers, 0);
+    AO_store(&marking.work_done, 0);
+    marking.cycle_open = true;
+    pthread_mutex_unlock(&marking.work_lock);
+    marking.parallel_now = true;
 }
 
 /* Begin a mark.  Waking a helper costs tens of microseconds or more: the
@@ -912,23 +927,23 @@ static void go_parallel(void)
  * marker 0 alone has scanned that much. */
 void lf_mark_begin(uint64_t expected_bytes)
 {
-    AO_store_full(&overflowed, 0);
-    markers[0].top = markers[0].stack;
-    parallel_now = false;
-    serial_budget = (int64_t)PARALLEL_MIN_LIVE;
-    if (helpers_started > 0 && expected_bytes >= PARALLEL_MIN_LIVE)
+    AO_store_full(&marking.overflowed, 0);
+    marking.markers[0].top = marking.markers[0].stack;
+    marking.parallel_now = false;
+    marking.serial_budget = (int64_t)PARALLEL_MIN_LIVE;
+    if (marking.helpers_started > 0 && expected_bytes >= PARALLEL_MIN_LIVE)
         go_parallel();
 }
 
 void lf_mark_range(const void *lo, const void *hi)
 {
-    struct marker *m = &markers[0];
+    struct marker *m = &marking.markers[0];
     uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
     uintptr_t b = (uintptr_t)hi;
     /* Scan in slices and drain as we go, so that the stack stays small. */
     while (a < b) {
         uintptr_t end = b - a > 65536 ? a + 65536 : b;
-        m->top = parallel_now ? scan_words(m, a, end, m->top, true, lf_base_only)
+        m->top = marking.parallel_now ? scan_words(m, a, end, m->top, true, lf_base_only)
                               : scan_words(m, a, end, m->top, false, lf_base_only);
         drain(m);
         a = end;
@@ -945,7 +960,7 @@ void lf_mark_stack_range(const void *lo, const void *hi)
         lf_mark_range(lo, hi);
         return;
     }
-    struct marker *m = &markers[0];
+    struct marker *m = &marking.markers[0];
     const uintptr_t *p = (const uintptr_t *)(((uintptr_t)lo + 7) & ~(uintptr_t)7);
     for (size_t n = 1; (uintptr_t)(p + 1) <= (uintptr_t)hi; p++, n++) {
         uintptr_t w = *p;
@@ -954,7 +969,7 @@ void lf_mark_stack_range(const void *lo, const void *hi)
             if (lf_chunk_map[base >> CHUNK_SHIFT])
                 w = base;
         }
-        m->top = parallel_now ? mark_word(m, w, m->top, true, false)
+        m->top = marking.parallel_now ? mark_word(m, w, m->top, true, false)
                               : mark_word(m, w, m->top, false, false);
         if (n % 8192 == 0)
             drain(m);
@@ -969,7 +984,7 @@ void lf_mark_stack_range(const void *lo, const void *hi)
 
 void lf_mark_push(const void *lo, const void *hi)
 {
-    struct marker *m = &markers[0];
+    struct marker *m = &marking.markers[0];
     uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
     uintptr_t b = (uintptr_t)hi & ~(uintptr_t)7;
     if (a >= b)
@@ -986,7 +1001,7 @@ void lf_mark_push_part(const void *base, const void *lo, const void *hi)
         lf_mark_push(lo, hi);
         return;
     }
-    struct marker *m = &markers[0];
+    struct marker *m = &marking.markers[0];
     uintptr_t a = ((uintptr_t)lo + 7) & ~(uintptr_t)7;
     if (a >= (uintptr_t)hi)
         return;
@@ -1001,7 +1016,7 @@ static void mark_object_now(const void *base, const struct kind *k, uint64_t len
 {
     if (kind_precise(k)) {
         lf_mark_push_part(base, base, (const char *)base + len);
-        drain(&markers[0]);
+        drain(&marking.markers[0]);
     } else {
         lf_mark_range(base, (const char *)base + len);
     }
@@ -1086,32 +1101,32 @@ LFGC_EXPORT void GC_push_finalizer_structures(void)
  * overflows are recovered. */
 void lf_mark_finish(void)
 {
-    if (!parallel_now)
-        drain(&markers[0]);         /* may go parallel */
-    if (parallel_now) {
-        mark_until_done(&markers[0]);
-        pthread_mutex_lock(&work_lock);
-        while (helpers_busy)
-            pthread_cond_wait(&done_cond, &work_lock);
-        cycle_open = false;
-        pthread_mutex_unlock(&work_lock);
+    if (!marking.parallel_now)
+        drain(&marking.markers[0]);         /* may go parallel */
+    if (marking.parallel_now) {
+        mark_until_done(&marking.markers[0]);
+        pthread_mutex_lock(&marking.work_lock);
+        while (marking.helpers_busy)
+            pthread_cond_wait(&marking.done_cond, &marking.work_lock);
+        marking.cycle_open = false;
+        pthread_mutex_unlock(&marking.work_lock);
     }
     mark_recover_overflow();
     /* Finalization marks more after this, on this thread: serially until
      * it has enough to wake the helpers again. */
-    parallel_now = false;
+    marking.parallel_now = false;
 }
 
 /* After fork() only the forking thread exists: helpers must be made anew. */
 void lf_mark_after_fork(void)
 {
-    helpers_started = 0;
-    AO_store(&sleeping_helpers, 0);
-    cycle_open = false;
-    pthread_mutex_init(&work_lock, NULL);
-    pthread_cond_init(&work_cond, NULL);
-    pthread_cond_init(&done_cond, NULL);
-    work_list = NULL;
+    marking.helpers_started = 0;
+    AO_store(&marking.sleeping_helpers, 0);
+    marking.cycle_open = false;
+    pthread_mutex_init(&marking.work_lock, NULL);
+    pthread_cond_init(&marking.work_cond, NULL);
+    pthread_cond_init(&marking.done_cond, NULL);
+    marking.work_list = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1121,7 +1136,7 @@ void lf_mark_after_fork(void)
  * helpers for each would cost more than the marking. */
 void lf_mark_serial(bool on)
 {
-    serial_only = on;
+    marking.serial_only = on;
 }
 
 bool lf_mark_is_set(const void *p)
@@ -1154,9 +1169,9 @@ static void contents_ignoring_self(struct region *r, uint64_t q, const struct ki
                                    uintptr_t base, uintptr_t end)
 {
     /* No helper may meet the object while its mark is borrowed. */
-    if (parallel_now)
+    if (marking.parallel_now)
         lf_mark_finish();
-    struct marker *m = &markers[0];
+    struct marker *m = &marking.markers[0];
     uint64_t bit = q - r->q0;
     bool was_marked = bit_get(r->mark_bits, bit);
     bit_set(r->mark_bits, bit);
@@ -1215,7 +1230,7 @@ void lf_mark_contents(const void *p, bool skip_self)
     }
     uintptr_t skip = skip_self ? end - base : 0;
     end = base + len;
-    struct marker *m = &markers[0];
+    struct marker *m = &marking.markers[0];
     if (!skip) {
         /* The marker's own loop: a push per word at most, and push_slow
          * copes with a full stack. */
@@ -1247,8 +1262,8 @@ void lf_mark_clear_all(void)
 {
     /* A full collection finds again which spans hold objects that call a
      * procedure through their descriptor. */
-    bool procs = indirect_procs;
-    indirect_procs = false;
+    bool procs = marking.indirect_procs;
+    marking.indirect_procs = false;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
@@ -1317,10 +1332,10 @@ void lf_uncollectables_push(void)
  * on the collecting thread alone. */
 static void mark_recover_overflow(void)
 {
-    bool saved = parallel_now;
-    parallel_now = false;
-    recovering = true;
-    while (AO_compare_and_swap_full(&overflowed, 1, 0)) {
+    bool saved = marking.parallel_now;
+    marking.parallel_now = false;
+    marking.recovering = true;
+    while (AO_compare_and_swap_full(&marking.overflowed, 1, 0)) {
         for_each_span_in_use(it) {
             struct region *r = it.r;
             struct span *s = it.s;
@@ -1339,8 +1354,8 @@ static void mark_recover_overflow(void)
             }
         }
     }
-    recovering = false;
-    parallel_now = saved;
+    marking.recovering = false;
+    marking.parallel_now = saved;
 }
 
 /* Does descriptor d, for the object (or array element) at [obj, end),
@@ -1389,7 +1404,7 @@ static bool object_calls_proc(const struct kind *k, uintptr_t base, uintptr_t en
 uint64_t lf_mark_rescan_kinds(void)
 {
     uint64_t bytes = 0;
-    if (!__atomic_load_n(&indirect_procs, __ATOMIC_RELAXED) &&
+    if (!__atomic_load_n(&marking.indirect_procs, __ATOMIC_RELAXED) &&
         !__atomic_load_n(&lf_kinds_rescan_minor, __ATOMIC_RELAXED))
         return 0;
     for_each_span_in_use(it) {
