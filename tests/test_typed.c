@@ -397,7 +397,8 @@ static TU_NOINLINE void make_damaged_pairs(GC_hidden_pointer *target)
         cr_assert(good && bad);
         good[0] = (GC_word)side_record;
         size_t words = GC_size(bad) / sizeof(GC_word);
-        bad[words - 3] = (GC_word)1 << 40;  /* the count */
+        /* Through GC_base: past the size asked for, as a stray write. */
+        ((GC_word *)GC_base(bad))[words - 3] = (GC_word)1 << 40;   /* the count */
         bad[0] = 0x18;                      /* no record's address */
         bad[3] = (GC_word)t;                /* kept: scanned whole */
         damaged_roots[2 * i] = good;
