@@ -104,14 +104,42 @@ static inline __attribute__((always_inline)) void link_plain(char *lo, char *hi,
     }
 }
 
+/* The same for the thread caches' lists: each slot's first pair is its
+ * tagged link and the canary (slot_make_free), the rest zeros when
+ * `clear`; the run's last slot links to nothing (the caller links runs).
+ * Small slots are written once, pair by pair: a memset of the run first
+ * wrote each 16-byte slot twice and cost a call per run (ECL's conses:
+ * docs/performance.md).  Larger ones keep the memset, which streams the
+ * zeros faster than pairs do, and rewrite the first pair only. */
+#define TAGGED_ONE_PASS_MAX 128u
+
+static inline __attribute__((always_inline)) void link_tagged(char *lo, char *hi, uint64_t size,
+                                                              bool clear)
+{
+    const uint64_t canary = lf_free_canary;
+    if (clear && size > TAGGED_ONE_PASS_MAX) {
+        memset(lo, 0, (size_t)(hi - lo));
+        clear = false;
+    }
+    const uint64_t pairs = clear ? size / 16 : 1;
+    for (char *slot = lo; slot < hi; slot += size) {
+        lf_pair *v = (lf_pair *)slot;
+        v[0] = (lf_pair){(uint64_t)link_encode(slot + size), canary};
+        for (uint64_t k = 1; k < pairs; k++) {
+            v[k] = (lf_pair){0, 0};
+            __asm__("" : : "r"(v) : "memory");
+        }
+    }
+    ((void **)(hi - size))[0] = link_encode(NULL);
+}
+
 /* Sweep bitmap indices [*next, end) of region r until `want` dead slots
  * are found: return them as a free list in address order (NULL, count 0,
  * if none) and advance *next past what was examined.  Dead slots come in
  * runs (whole dead structures), linked either tagged with canaries for
- * the thread caches (each run cleared first with one memset when `clear`
- * is set), or with plain pointers for GC_generic_malloc_many (`plain`,
- * link_plain clearing as it links), whose lists then need no second pass
- * to convert them. */
+ * the thread caches (link_tagged), or with plain pointers for
+ * GC_generic_malloc_many (`plain`, link_plain), whose lists then need no
+ * second pass to convert them; both clear as they link when `clear`. */
 static inline __attribute__((always_inline)) void *
 sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want, bool clear,
             size_t *count, const bool plain)
@@ -152,16 +180,12 @@ sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want, bool cl
             prev = (void **)(hi - size);
             prev[0] = NULL;
         } else {
-            if (clear)
-                memset(lo, 0, (size_t)(hi - lo));
-            for (char *slot = lo; slot < hi; slot += size) {
-                slot_make_free(slot, NULL);
-                if (prev)
-                    prev[0] = link_encode(slot);
-                else
-                    head = slot;
-                prev = (void **)slot;
-            }
+            if (prev)
+                prev[0] = link_encode(lo);
+            else
+                head = lo;
+            link_tagged(lo, hi, size, clear);
+            prev = (void **)(hi - size);
         }
         n += j - i;
         i = j;

@@ -501,7 +501,7 @@ Test(reclaim, collected_slots_reused_zeroed)
      * objects' spans die and come back as normal spans, which must be
      * cleared. */
     struct { size_t n; int atomic; } cases[] = {
-        { 24, 0 }, { 200, 0 }, { 3000, 0 }, { 9000, 0 },
+        { 16, 0 }, { 24, 0 }, { 120, 0 }, { 200, 0 }, { 3000, 0 }, { 9000, 0 },
         { 40, 1 }, { 300, 1 }, { 2000, 1 }, { 7000, 1 },
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
