@@ -1506,24 +1506,14 @@ static void kind_cache_return(struct kind_cache *kc, unsigned k)
             void **list = cursor_take(&lf_regions[c], cur, k, SIZE_MAX, false, &n);
             cur->span = NULL;
             if (list) {
-                void **tail = list;
-                for (void **next; (next = link_decode(tail[0])); tail = next)
-                    ;
-                tail[0] = link_encode(ck->free);
-                ck->free = list;
-                ck->free_count += (uint32_t)n;
+                uint32_t linked = free_list_prepend(ck, list);
+                lf_assert(linked == n);
             }
         }
         void **head = kc->free[c];
         if (!head)
             continue;
-        void **tail = head;
-        uint32_t n = 1;
-        for (void **next; (next = link_decode(tail[0])); tail = next)
-            n++;
-        tail[0] = link_encode(ck->free);
-        ck->free = head;
-        ck->free_count += n;
+        uint32_t n = free_list_prepend(ck, head);
         kc->free[c] = NULL;
         if (lf_kinds[k].manual)
             continue;

@@ -374,6 +374,19 @@ struct class_kind {
     volatile AO_t remote;
     volatile AO_t remote_count; /* its slots (alloc.c: remote_push)          */
 };
+/* Put the free list at head in front of ck's global one, lock held; its
+ * length, counted on the way to its tail. */
+static inline uint32_t free_list_prepend(struct class_kind *ck, void **head)
+{
+    void **tail = head;
+    uint32_t n = 1;
+    for (void **next; (next = link_decode(tail[0])); tail = next)
+        n++;
+    tail[0] = link_encode(ck->free);
+    ck->free = head;
+    ck->free_count += n;
+    return n;
+}
 
 struct kind {
     uint8_t in_use;

@@ -475,15 +475,8 @@ static bool scavenge(void)
         if (AO_load(&ck->remote)) {
             void **head = (void **)__atomic_exchange_n(&ck->remote, 0, __ATOMIC_ACQ_REL);
             AO_store(&ck->remote_count, 0);
-            if (head) {
-                void **tail = head;
-                uint32_t n = 1;
-                for (void **next; (next = link_decode(tail[0])); tail = next)
-                    n++;
-                tail[0] = link_encode(ck->free);
-                ck->free = head;
-                ck->free_count += n;
-            }
+            if (head)
+                free_list_prepend(ck, head);
         }
         if (!ck->free)
             continue;
