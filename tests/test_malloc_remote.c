@@ -206,3 +206,36 @@ Test(remote, slots_freed_to_threads_that_exited_are_reused)
     cr_assert_lt(mallinfo2().arena, arena + 256 * 1024, "heap grew from %zu to %zu bytes",
                  arena, mallinfo2().arena);
 }
+
+/* ------------------------------------------------------------------ */
+/* Slots of threads that are gone                                        */
+
+static void *allocate_one(void *arg)
+{
+    *(void **)arg = malloc(EX_SIZE);
+    return NULL;
+}
+
+/* A thread allocates an object and exits; the main thread frees it.  No
+ * thread is left to take the slot back, so it is the freeing thread's to
+ * reuse at once (a server's worker replaced by another that frees what it
+ * allocated), not parked on the list of a group nobody takes from. */
+Test(remote, a_slot_whose_owners_are_gone_is_reused_by_the_thread_that_frees_it)
+{
+    for (int round = 0; round < 20; round++) {
+        void *p;
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, allocate_one, &p), 0);
+        pthread_join(t, NULL);
+        free(p);
+        void *v[10];
+        int found = 0;
+        for (int i = 0; i < 10; i++) {
+            v[i] = malloc(EX_SIZE);
+            found |= v[i] == p;
+        }
+        for (int i = 0; i < 10; i++)
+            free(v[i]);
+        cr_assert(found, "round %d: the slot freed after its thread exited was not reused", round);
+    }
+}
