@@ -1026,6 +1026,12 @@ Test(malloc_mode, library_state_is_not_file_backed)
     }
 }
 
+#ifdef LFGC_DEBUG
+#define LF_TEST_DEBUG 1
+#else
+#define LF_TEST_DEBUG 0
+#endif
+
 /* Peak RSS (KiB) of tests/malloc_once, with `preload` (NULL: none), the
  * median of three runs; address randomisation is turned off where the
  * system lets us, so that the kernel maps the same neighbouring file
@@ -1076,7 +1082,16 @@ Test(malloc_mode, fixed_cost_per_process)
     snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
     cr_assert_eq(access(lib, R_OK), 0, "%s not built", lib);
     long glibc = malloc_once_peak_kb(NULL), lfgc = malloc_once_peak_kb(lib);
-    cr_assert_leq(lfgc - glibc, 700, "peak RSS of a program that mallocs once: %ld KiB with "
+    /* The bound is for the default build: the debugging one
+     * (assertions), an instrumented one (UBSan) and other layouts (the
+     * valgrind one's tables differ) have more code or tables; there only
+     * a loose bound holds. */
+    bool plain = !LF_TEST_DEBUG && LOWFAT_REGION_SHIFT == 35 && LOWFAT_FIRST_REGION == 512 &&
+                 !dlsym(RTLD_DEFAULT, "__ubsan_handle_type_mismatch_v1");
+    long bound = plain ? 700 : 2048;
+    cr_log_info("malloc_once: %ld KiB with glibc's malloc, %ld with liblfgc-malloc "
+                "(bound +%ld)", glibc, lfgc, bound);
+    cr_assert_leq(lfgc - glibc, bound, "peak RSS of a program that mallocs once: %ld KiB with "
                   "glibc's malloc, %ld with liblfgc-malloc (+%ld)", glibc, lfgc, lfgc - glibc);
 }
 
