@@ -22,7 +22,11 @@ __thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec"
 extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
     __attribute__((alias("lf_tl_free"), visibility("default")));
 LFGC_EXPORT const uint64_t lfgc_private_layout = LF_PRIVATE_LAYOUT;
-LF_UNSCANNED_BSS uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
+/* malloc's table serves the collector's too, one entry on when a byte is
+ * added to requests: one table of pages in every process, not two.  Until
+ * lf_alloc_init fills it, every request reads class 0, whose list in the
+ * empty cache is empty: the slow path, which initialises. */
+LF_UNSCANNED const uint8_t *lf_request_class = lf_malloc_class + 1;
 LF_UNSCANNED size_t lf_extra_bytes = 1;
 
 static void groups_init(void);
@@ -32,11 +36,12 @@ void lf_alloc_init(void)
     lf_extra_bytes = GC_all_interior_pointers ? 1 : 0;
     lf_base_only = !GC_all_interior_pointers;
     unsigned c = 0;
-    for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++) {
-        while (c + 1 < NUM_CLASSES && lf_regions[c].size < n + lf_extra_bytes)
+    for (size_t n = 0; n <= SMALL_REQUEST_MAX + 1; n++) {
+        while (c + 1 < NUM_CLASSES && lf_regions[c].size < n)
             c++;
-        lf_request_class[n] = (uint8_t)c;
+        lf_malloc_class[n] = (uint8_t)c;
     }
+    lf_request_class = lf_malloc_class + lf_extra_bytes;
     /* The canary is the free map's address, so that free's fast path
      * has it in the register it reads the map with.  Never a heap
      * address (the map is made after the regions are reserved), and as

@@ -648,7 +648,7 @@ slow:
     return false;
 }
 
-extern uint8_t lf_request_class[SMALL_REQUEST_MAX + 1];
+extern const uint8_t *lf_request_class;     /* [SMALL_REQUEST_MAX + 1]: lf_malloc_class + extra */
 extern size_t lf_extra_bytes;
 
 void lf_alloc_init(void);
@@ -672,7 +672,7 @@ bool lf_heap_expand(size_t bytes);
 void *lf_oom(size_t bytes);
 
 /* Manual mode (malloc.c; alloc.c for what touches the caches). */
-extern uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 1];  /* no extra byte */
+extern uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 2];  /* no extra byte */
 extern unsigned lf_malloc_small_kind;   /* KIND_MALLOC or KIND_MALLOC_HARD */
 extern bool lf_malloc_wipe, lf_malloc_shuffle;
 extern uint64_t lf_malloc_heap_bytes;   /* spans of the manual kinds, lock held */

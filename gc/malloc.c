@@ -22,7 +22,7 @@
 #include "internal.h"
 #include "lfgc_malloc.h"
 
-LF_UNSCANNED_BSS uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 1];
+LF_UNSCANNED_BSS uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 2];   /* filled by lf_alloc_init */
 LF_UNSCANNED unsigned lf_malloc_small_kind = KIND_MALLOC;
 LF_UNSCANNED bool lf_malloc_wipe, lf_malloc_shuffle;
 
@@ -45,12 +45,6 @@ static bool env_is(const char *name, const char *value)
 static void malloc_once_fn(void)
 {
     lf_ensure_heap();
-    unsigned c = 0;
-    for (size_t n = 0; n <= SMALL_REQUEST_MAX; n++) {
-        while (c + 1 < NUM_CLASSES && lf_regions[c].size < n)
-            c++;
-        lf_malloc_class[n] = (uint8_t)c;
-    }
     lf_malloc_wipe = env_is("LFGC_MALLOC_WIPE", "1");
     lf_malloc_shuffle = env_is("LFGC_MALLOC_RANDOM", "1");
     /* The hardened modes' spans have their own kind, which the free fast
