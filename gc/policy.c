@@ -162,9 +162,9 @@ bool lf_should_collect(void)
     if (lf_finalize_wants_collection(allocd))
         return true;
     /* Objects the last collection queued for finalization count as
-     * allocated again: they were found dead, and survive only for their
-     * finalizers (else a program that finalizes everything grows its heap
-     * by what it finalizes, collection after collection). */
+     * allocated again, on top of lf_policy_discount leaving them out of
+     * the live estimate: deliberate extra pressure, since they are garbage
+     * that only the next collection frees (docs/design.md). */
     allocd += lf_finalize_queued_bytes();
     uint64_t threshold = scan_cost(lf_hs.est_ptrful, lf_hs.est_ptrfree) / divisor();
     if (threshold < MIN_BYTES_ALLOCD)
