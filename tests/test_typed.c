@@ -346,6 +346,33 @@ static TU_NOINLINE void root_side_array(void)
     tu_holder = a;
 }
 
+/* With the array rooted and old (its page protected): three rounds, each
+ * putting a young object in side[0], which only the procedure that `who`
+ * names reaches; each must survive two minor collections intact, the
+ * replaced ones must go at a full collection, and the last once side[0]
+ * is cleared. */
+static void side_rounds(uint64_t seed, const char *who)
+{
+    GC_hidden_pointer h[3];
+    for (int round = 0; round < 3; round++) {
+        GC_disable();
+        h[round] = side_target(0, seed + (uint64_t)round);
+        GC_enable();
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
+        cr_assert(tu_live(h[round]), "round %d: the young object %s reaches was freed", round,
+                  who);
+        cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(h[round]), TU_TARGET, seed + (uint64_t)round),
+                     TU_TARGET, "round %d: the young object was damaged", round);
+    }
+    tu_collect();
+    cr_assert_not(tu_live(h[0]) || tu_live(h[1]), "replaced objects survived");
+    side[0] = 0;
+    tu_collect();
+    cr_assert_not(tu_live(h[2]), "the object the side table no longer holds was kept");
+    tu_holder = NULL;
+}
+
 Test(typed, minor_collection_calls_an_element_procedure_of_any_element)
 {
     side_setup();
@@ -355,24 +382,7 @@ Test(typed, minor_collection_calls_an_element_procedure_of_any_element)
         TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
                 "asynchronous write protection");
     cr_assert(tu_collect_minor());          /* the array is old, its page protected */
-    GC_hidden_pointer h[3];
-    for (int round = 0; round < 3; round++) {
-        GC_disable();
-        h[round] = side_target(0, 50 + (uint64_t)round);
-        GC_enable();
-        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
-        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
-        cr_assert(tu_live(h[round]),
-                  "round %d: the young object element 2's procedure reaches was freed", round);
-        cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(h[round]), TU_TARGET, 50 + (uint64_t)round),
-                     TU_TARGET, "round %d: the young object was damaged", round);
-    }
-    tu_collect();
-    cr_assert_not(tu_live(h[0]) || tu_live(h[1]), "replaced objects survived");
-    side[0] = 0;
-    tu_collect();
-    cr_assert_not(tu_live(h[2]), "the object the side table no longer holds was kept");
-    tu_holder = NULL;
+    side_rounds(50, "element 2's procedure");
 }
 
 /* Arrays whose trailer the program overwrote (a count past the array's
@@ -546,25 +556,7 @@ Test(typed, minor_collection_calls_the_procedure_of_an_element_past_a_chunk)
         TU_SKIP("minor collections unavailable: the kernel lacks userfaultfd "
                 "asynchronous write protection");
     cr_assert(tu_collect_minor());
-    GC_hidden_pointer h[3];
-    for (int round = 0; round < 3; round++) {
-        GC_disable();
-        h[round] = side_target(0, 90 + (uint64_t)round);
-        GC_enable();
-        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
-        cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
-        cr_assert(tu_live(h[round]),
-                  "round %d: the young object the last element's procedure reaches was freed",
-                  round);
-        cr_assert_eq(tu_check_bytes(GC_REVEAL_POINTER(h[round]), TU_TARGET, 90 + (uint64_t)round),
-                     TU_TARGET, "round %d: the young object was damaged", round);
-    }
-    tu_collect();
-    cr_assert_not(tu_live(h[0]) || tu_live(h[1]), "replaced objects survived");
-    side[0] = 0;
-    tu_collect();
-    cr_assert_not(tu_live(h[2]), "the object the side table no longer holds was kept");
-    tu_holder = NULL;
+    side_rounds(90, "the last element's procedure");
     for (int i = 0; i < STRADDLE_TRIES; i++)
         straddle_tries[i] = NULL;
 }
