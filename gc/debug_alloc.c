@@ -142,15 +142,9 @@ static LF_UNSCANNED size_t found_cap, found_n, found_lost;
 
 static void found_add(void *base, uint64_t at, uint64_t requested, uint64_t size)
 {
-    if (found_n == found_cap) {
-        size_t cap = found_cap ? found_cap * 2 : 256;
-        void *m = lf_map_grow(found, found_cap * sizeof *found, cap * sizeof *found);
-        if (!m) {
-            found_lost++;
-            return;
-        }
-        found = m;
-        found_cap = cap;
+    if (!lf_array_reserve((void **)&found, &found_cap, found_n, sizeof *found, 256)) {
+        found_lost++;
+        return;
     }
     found[found_n++] = (struct smashed){ base, at, requested, size };
 }

@@ -118,12 +118,6 @@ LFGC_EXPORT LF_UNSCANNED GC_finalizer_notifier_proc GC_finalizer_notifier;
 /* ------------------------------------------------------------------ */
 /* Tables                                                               */
 
-static void *map_bytes(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
 static inline size_t hash_of(const struct table *t, uintptr_t key)
 {
     /* Keys are at least 8-byte aligned: Fibonacci hashing of the rest. */
@@ -158,7 +152,7 @@ static inline void index_put(struct table *t, size_t e)
 static bool index_build(struct table *t, size_t icap)
 {
     if (icap != t->icap) {
-        uint32_t *index = map_bytes(icap * sizeof *index);
+        uint32_t *index = lf_map_grow(NULL, 0, icap * sizeof *index);
         if (!index)
             return false;
         if (t->index)
@@ -186,10 +180,8 @@ static size_t index_size_for(size_t entries)
 static bool columns_resize(struct table *t, size_t cap)
 {
     for (unsigned c = 0; c < t->ncols; c++) {
-        void *p = t->col[c] ? mremap(t->col[c], t->cap * sizeof(uintptr_t),
-                                     cap * sizeof(uintptr_t), MREMAP_MAYMOVE)
-                            : map_bytes(cap * sizeof(uintptr_t));
-        if (p == MAP_FAILED || !p) {
+        void *p = lf_map_grow(t->col[c], t->cap * sizeof(uintptr_t), cap * sizeof(uintptr_t));
+        if (!p) {
             /* Columns already grown stay larger than t->cap says: a
              * later resize moves only their first t->cap words and
              * leaves the rest mapped (lost, out of memory anyway). */
@@ -579,19 +571,10 @@ LFGC_EXPORT int GC_toggleref_add(void *obj, int is_strong)
         unlock();
         return GC_SUCCESS;              /* as bdwgc: nothing to decide with */
     }
-    if (fz.toggles_len == fz.toggles_cap) {
-        size_t cap = fz.toggles_cap ? 2 * fz.toggles_cap : 512;
-        uintptr_t *n = map_bytes(cap * sizeof *n);
-        if (!n) {
-            unlock();
-            return GC_NO_MEMORY;
-        }
-        if (fz.toggles) {
-            memcpy(n, fz.toggles, fz.toggles_len * sizeof *n);
-            munmap(fz.toggles, fz.toggles_cap * sizeof *n);
-        }
-        fz.toggles = n;
-        fz.toggles_cap = cap;
+    if (!lf_array_reserve((void **)&fz.toggles, &fz.toggles_cap, fz.toggles_len,
+                          sizeof *fz.toggles, 512)) {
+        unlock();
+        return GC_NO_MEMORY;
     }
     fz.toggles[fz.toggles_len++] = GC_HIDE_POINTER(obj) & ~(uintptr_t)(is_strong ? 0 : 1);
     unlock();
@@ -683,19 +666,10 @@ static void note_disclaimed(uintptr_t base, uint64_t len)
     (void)len;
     if (lf_mark_is_set((void *)base))
         return;
-    if (fz.disclaimed_len == fz.disclaimed_cap) {
-        size_t cap = fz.disclaimed_cap ? 2 * fz.disclaimed_cap : 1024;
-        void **n = map_bytes(cap * sizeof *n);
-        if (!n) {
-            lf_disclaim_track((void *)base, false);
-            return;                     /* reclaimed without its procedure */
-        }
-        if (fz.disclaimed) {
-            memcpy(n, fz.disclaimed, fz.disclaimed_len * sizeof *n);
-            munmap(fz.disclaimed, fz.disclaimed_cap * sizeof *n);
-        }
-        fz.disclaimed = n;
-        fz.disclaimed_cap = cap;
+    if (!lf_array_reserve((void **)&fz.disclaimed, &fz.disclaimed_cap, fz.disclaimed_len,
+                          sizeof *fz.disclaimed, 1024)) {
+        lf_disclaim_track((void *)base, false);
+        return;                         /* reclaimed without its procedure */
     }
     fz.disclaimed[fz.disclaimed_len++] = (void *)base;
 }
@@ -904,13 +878,9 @@ static bool queue_reserve(size_t more)
     size_t cap = fz.cap ? fz.cap : 256;
     while (cap < fz.len + more)
         cap *= 2;
-    struct ready *n = map_bytes(cap * sizeof *n);
+    struct ready *n = lf_map_grow(fz.queue, fz.cap * sizeof *n, cap * sizeof *n);
     if (!n)
         return false;
-    if (fz.queue) {
-        memcpy(n, fz.queue, fz.len * sizeof *n);
-        munmap(fz.queue, fz.cap * sizeof *n);
-    }
     fz.queue = n;
     fz.cap = cap;
     return true;

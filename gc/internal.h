@@ -1060,6 +1060,10 @@ typedef int (*lf_walk_fn)(void *base, size_t bytes, unsigned kind, void *arg);
 int lf_heap_walk(lf_walk_fn fn, void *arg);
 /* A scratch mapping grown (verify.c); NULL if refused. */
 void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes);
+/* Room for element n of the scratch array *arr (*cap elements of elem
+ * bytes, in a mapping of its own), doubling from `first`: false, the
+ * array unchanged, if the kernel refuses. */
+bool lf_array_reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t first);
 /* Check the heap's invariants; print each problem found (write(2)) and
  * return their number.  World stopped, lock held.  `after_collection`:
  * called at the end of a collection, which also checks what holds only

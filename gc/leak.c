@@ -41,15 +41,9 @@ static inline uint64_t leak_stamp(void)
 
 static void leak_add(void *base, uint64_t bytes, unsigned kind)
 {
-    if (leaks_n == leaks_cap) {
-        size_t cap = leaks_cap ? leaks_cap * 2 : 4096;
-        void *m = lf_map_grow(leaks, leaks_cap * sizeof *leaks, cap * sizeof *leaks);
-        if (!m) {
-            leaks_lost++;
-            return;
-        }
-        leaks = m;
-        leaks_cap = cap;
+    if (!lf_array_reserve((void **)&leaks, &leaks_cap, leaks_n, sizeof *leaks, 4096)) {
+        leaks_lost++;
+        return;
     }
     leaks[leaks_n++] = (struct leak){ base, bytes, kind };
 }

@@ -43,20 +43,7 @@ static LF_UNSCANNED size_t last_roots_bytes;
 
 static bool range_set_reserve(struct range_set *s)
 {
-    if (s->n < s->cap)
-        return true;
-    size_t cap = s->cap ? s->cap * 2 : 256;
-    void *p = mmap(NULL, cap * sizeof(struct range), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return false;
-    if (s->r) {
-        memcpy(p, s->r, s->n * sizeof(struct range));
-        munmap(s->r, s->cap * sizeof(struct range));
-    }
-    s->r = p;
-    s->cap = cap;
-    return true;
+    return lf_array_reserve((void **)&s->r, &s->cap, s->n, sizeof *s->r, 256);
 }
 
 static void exclude(uintptr_t lo, uintptr_t hi)

@@ -215,7 +215,7 @@ LFGC_EXPORT enum lfgc_slot_state lfgc_slot_state(const void *p)
 }
 
 /* Scratch arrays that the world-stopped phases fill (leak and smash
- * reports): their memory, grown from old_bytes to new_bytes (a new
+ * reports), and the root and exclusion tables: their memory, grown from old_bytes to new_bytes (a new
  * mapping when old is NULL; moved, not copied, by mremap).  NULL when
  * the kernel refuses; the old mapping is then unchanged. */
 void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes)
@@ -224,6 +224,19 @@ void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes)
                   : mmap(NULL, new_bytes, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return m == MAP_FAILED ? NULL : m;
+}
+
+bool lf_array_reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : first;
+    void *m = lf_map_grow(*arr, *cap * elem, ncap * elem);
+    if (!m)
+        return false;
+    *arr = m;
+    *cap = ncap;
+    return true;
 }
 
 /* ------------------------------------------------------------------ */
