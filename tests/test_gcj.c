@@ -295,7 +295,6 @@ Test(gcj, minor_collection_calls_the_mark_procedure)
  * word 1 of the object indexes side[], whose entries are encoded so that
  * no word there is a heap address.  A minor collection sees no write
  * there, yet the old object must give the young one it now reaches. */
-#define SIDE_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5)
 static uintptr_t *side;
 static volatile unsigned side_calls;
 
@@ -306,20 +305,11 @@ static struct GC_ms_entry *side_proc(GC_word *addr, struct GC_ms_entry *msp,
     side_calls++;
     GC_word i = addr[1];
     if (i && side[i - 1])
-        msp = GC_MARK_AND_PUSH((void *)(side[i - 1] ^ SIDE_MASK), msp, lim, NULL);
+        msp = GC_MARK_AND_PUSH((void *)(side[i - 1] ^ TU_SIDE_MASK), msp, lim, NULL);
     return msp;
 }
 
 static struct vtable vt_side;
-
-static TU_NOINLINE GC_hidden_pointer side_target(size_t i, uint64_t seed)
-{
-    void *t = GC_malloc(TU_TARGET);
-    cr_assert_not_null(t);
-    tu_fill_bytes(t, TU_TARGET, seed);
-    side[i] = (uintptr_t)t ^ SIDE_MASK;
-    return tu_hide(t);
-}
 
 Test(gcj, minor_collection_calls_a_procedure_reading_outside_the_object)
 {
@@ -339,7 +329,7 @@ Test(gcj, minor_collection_calls_a_procedure_reading_outside_the_object)
     GC_hidden_pointer h[4];
     for (int round = 0; round < 4; round++) {
         GC_disable();
-        h[round] = side_target(0, 77 + (uint64_t)round);
+        h[round] = tu_side_target(side, 0, 77 + (uint64_t)round);
         GC_enable();
         unsigned calls = side_calls;
         cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
@@ -372,7 +362,7 @@ static struct GC_ms_entry *encoded_proc(GC_word *addr, struct GC_ms_entry *msp,
 {
     (void)env;
     if (addr[1])
-        msp = GC_MARK_AND_PUSH((void *)(addr[1] ^ SIDE_MASK), msp, lim, NULL);
+        msp = GC_MARK_AND_PUSH((void *)(addr[1] ^ TU_SIDE_MASK), msp, lim, NULL);
     return GC_MARK_AND_PUSH((void *)addr[3], msp, lim, (void **)&addr[3]);
 }
 
@@ -388,7 +378,7 @@ static void enc_fin(void *obj, void *cd)
 {
     GC_word *o = obj;
     enc_finalized++;
-    enc_target_ok = target_intact((void *)(o[1] ^ SIDE_MASK), (uint64_t)(uintptr_t)cd);
+    enc_target_ok = target_intact((void *)(o[1] ^ TU_SIDE_MASK), (uint64_t)(uintptr_t)cd);
 }
 
 /* An object whose procedure reaches a target, and, in word 3, the object
@@ -400,7 +390,7 @@ static TU_NOINLINE GC_hidden_pointer encoded_object(uint64_t seed, bool self, bo
     void *t = GC_malloc(TU_TARGET);
     cr_assert(o && t);
     tu_fill_bytes(t, TU_TARGET, seed);
-    o[1] = (GC_word)t ^ SIDE_MASK;
+    o[1] = (GC_word)t ^ TU_SIDE_MASK;
     o[3] = self ? (GC_word)o : 0;
     if (ignore_self)
         GC_register_finalizer_ignore_self(o, enc_fin, (void *)(uintptr_t)seed, NULL, NULL);

@@ -207,4 +207,19 @@ static TU_UNUSED void tu_plist_threads(const struct tu_plist *pl, size_t nodes)
     cr_assert_leq(decoys, 16, "%u decoys of live lists retained", decoys);
 }
 
+/* Side tables: references a mark procedure follows from outside the heap,
+ * encoded so that no word of the table is a heap address. */
+#define TU_SIDE_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5)
+
+/* A fresh target (seed), entered encoded in table[i]; its hidden address. */
+static TU_NOINLINE TU_UNUSED GC_hidden_pointer tu_side_target(uintptr_t *table, size_t i,
+                                                              uint64_t seed)
+{
+    void *t = GC_malloc(TU_TARGET);
+    cr_assert_not_null(t);
+    tu_fill_bytes(t, TU_TARGET, seed);
+    table[i] = (uintptr_t)t ^ TU_SIDE_MASK;
+    return tu_hide(t);
+}
+
 #endif /* LFGC_TEST_PRECISE_H */

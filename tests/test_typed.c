@@ -304,7 +304,6 @@ Test(typed, minor_collection_rescans_typed_array_precisely)
  * (GC_DS_PER_OBJECT, as gcj's), and the record names side_proc, which
  * follows the side table's entry: encoded, so that no word of the table
  * is a heap address.  A minor collection sees no write to the table. */
-#define SIDE_MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5)
 static uintptr_t side[8];
 static GC_word side_record[2];
 static GC_descr per_elem_descr;
@@ -315,7 +314,7 @@ static struct GC_ms_entry *side_proc(GC_word *addr, struct GC_ms_entry *msp,
     (void)env;
     GC_word i = addr[1];
     if (i && i <= 8 && side[i - 1])
-        msp = GC_MARK_AND_PUSH((void *)(side[i - 1] ^ SIDE_MASK), msp, lim, NULL);
+        msp = GC_MARK_AND_PUSH((void *)(side[i - 1] ^ TU_SIDE_MASK), msp, lim, NULL);
     return msp;
 }
 
@@ -323,15 +322,6 @@ static void side_setup(void)
 {
     side_record[1] = GC_MAKE_PROC(GC_new_proc(side_proc), 0);
     per_elem_descr = (GC_word)(-(GC_signed_word)8 - GC_INDIR_PER_OBJ_BIAS) | GC_DS_PER_OBJECT;
-}
-
-static TU_NOINLINE GC_hidden_pointer side_target(size_t i, uint64_t seed)
-{
-    void *t = GC_malloc(TU_TARGET);
-    cr_assert_not_null(t);
-    tu_fill_bytes(t, TU_TARGET, seed);
-    side[i] = (uintptr_t)t ^ SIDE_MASK;
-    return tu_hide(t);
 }
 
 /* Only element 2 has a type, and so a procedure: a minor collection must
@@ -356,7 +346,7 @@ static void side_rounds(uint64_t seed, const char *who)
     GC_hidden_pointer h[3];
     for (int round = 0; round < 3; round++) {
         GC_disable();
-        h[round] = side_target(0, seed + (uint64_t)round);
+        h[round] = tu_side_target(side, 0, seed + (uint64_t)round);
         GC_enable();
         cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
         cr_assert(tu_collect_minor(), "round %d: expected a minor collection", round);
