@@ -315,7 +315,7 @@ static size_t put_str(char *buf, size_t at, size_t size, const char *s)
     return at;
 }
 
-static size_t put_num(char *buf, size_t at, size_t size, uint64_t v, unsigned base, bool neg)
+size_t lf_put_num(char *buf, size_t at, size_t size, uint64_t v, unsigned base, bool neg)
 {
     char digits[24];
     int n = 0;
@@ -347,17 +347,17 @@ static void format_message(char *buf, size_t size, const char *fmt, uintptr_t ar
         uint64_t v = is_long ? (uint64_t)arg : (uint32_t)arg;
         switch (*c) {
         case 'p':
-            at = arg ? put_num(buf, put_str(buf, at, size, "0x"), size, arg, 16, false)
+            at = arg ? lf_put_num(buf, put_str(buf, at, size, "0x"), size, arg, 16, false)
                      : put_str(buf, at, size, "(nil)");
             break;
         case 'd':
         case 'i': {
             int64_t s = is_long ? (int64_t)arg : (int32_t)arg;
-            at = put_num(buf, at, size, s < 0 ? -(uint64_t)s : (uint64_t)s, 10, s < 0);
+            at = lf_put_num(buf, at, size, s < 0 ? -(uint64_t)s : (uint64_t)s, 10, s < 0);
             break;
         }
-        case 'u': at = put_num(buf, at, size, v, 10, false); break;
-        case 'x': at = put_num(buf, at, size, v, 16, false); break;
+        case 'u': at = lf_put_num(buf, at, size, v, 10, false); break;
+        case 'x': at = lf_put_num(buf, at, size, v, 16, false); break;
         case 's': at = put_str(buf, at, size, arg ? (const char *)arg : "(null)"); break;
         case '%': buf[at++] = '%'; break;
         default:                        /* not ours: copied as it is */

@@ -707,6 +707,9 @@ void lf_fork_handlers_install(void);
  * is written at once with write(2) and the warn proc's calls wait in a
  * fixed queue until lf_messages_flush (after the world restarts). */
 void lf_warn(const char *fmt, uintptr_t arg);
+/* v in base (10 or 16, with '-' first if neg) into buf at `at`, without
+ * stdio, leaving room for a NUL within size; returns where it ended. */
+size_t lf_put_num(char *buf, size_t at, size_t size, uint64_t v, unsigned base, bool neg);
 /* compat.c: abort through the program's GC_set_abort_func function; the
  * descriptor GC_set_log_fd chose for lf_log and GC_dump (2 by default);
  * GC_set_on_heap_resize's callback, called with the lock held. */

@@ -56,16 +56,11 @@ static void out_str(struct out *o, const char *s)
 
 static void out_num(struct out *o, unsigned long long v, unsigned base)
 {
-    char digits[24];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[v % base];
-        v /= base;
-    } while (v);
     if (base == 16)
         out_str(o, "0x");
-    while (n)
-        out_char(o, digits[--n]);
+    if (o->n + 24 > sizeof o->buf)      /* 20 digits at most, and a NUL */
+        out_flush(o);
+    o->n = lf_put_num(o->buf, o->n, sizeof o->buf, v, base, false);
 }
 
 /* A small printf: %s, %p and %llu only. */
