@@ -316,7 +316,12 @@ static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
      * first collection's pause (glibc would read it with malloc); its
      * stack grows, and a collection that finds it deeper reads it again. */
     uintptr_t lo = 0, hi = 0, stack_lo = 0;
-    if (!main_thread) {
+    if (!main_thread && manual_only && !bottom) {
+        /* A thread that only mallocs is neither stopped nor scanned: its
+         * stack is looked up when it first calls the collector
+         * (stack_find), which a server's short-lived workers may never
+         * do; reading the map costs more than a thousand mallocs. */
+    } else if (!main_thread) {
         stack_of_self(&lo, &hi);
         if (!bottom)
             bottom = hi;
@@ -405,12 +410,34 @@ struct thread_cache *lf_thread_cache_for_free(bool manual)
     return manual ? lf_thread_cache_create_manual() : lf_thread_cache_create();
 }
 
+/* The calling thread's stack, registered by malloc without it
+ * (register_self), looked up before the thread joins the collector: by the
+ * thread itself, without the lock (it reads the map).  Until then no
+ * other thread reads these fields: collections skip the thread. */
+static void stack_find(struct thread_rec *me)
+{
+    if (me->stack_bottom)
+        return;
+    uintptr_t lo, hi;
+    stack_of_self(&lo, &hi);
+    me->stack_lo = lo;
+    me->stack_bottom = hi;
+}
+
+/* The calling thread's stack base: its record's, or looked up. */
+static uintptr_t my_stack_bottom(void)
+{
+    struct thread_rec *me = tl_self;
+    return me && me->stack_bottom ? me->stack_bottom : stack_bottom_of_self();
+}
+
 struct thread_cache *lf_thread_cache_create(void)
 {
     struct thread_rec *me = tl_self;
     if (!me) {
         me = register_self(0, false);
     } else if (me->cache.manual_only) {
+        stack_find(me);
         /* Under the lock: no collection is stopping threads meanwhile. */
         lock();
         me->cache.manual_only = 0;
@@ -1012,6 +1039,7 @@ LFGC_EXPORT int GC_register_my_thread(const struct GC_stack_base *sb)
     lf_ensure_init();
     if (tl_self && tl_self->cache.manual_only) {
         /* Known to malloc only so far: now to the collector too. */
+        stack_find(tl_self);
         lock();
         if (sb && sb->mem_base)
             tl_self->stack_bottom = (uintptr_t)sb->mem_base;
@@ -1046,7 +1074,7 @@ LFGC_EXPORT int GC_thread_is_registered(void)
 
 LFGC_EXPORT int GC_get_stack_base(struct GC_stack_base *sb)
 {
-    uintptr_t bottom = tl_self ? tl_self->stack_bottom : stack_bottom_of_self();
+    uintptr_t bottom = my_stack_bottom();
     if (!bottom)
         return GC_UNIMPLEMENTED;
     sb->mem_base = (void *)bottom;
@@ -1101,7 +1129,7 @@ void __attribute__((noinline)) lf_lock_contended(void)
 LFGC_EXPORT void *GC_get_my_stackbottom(struct GC_stack_base *sb)
 {
     struct thread_rec *me = tl_self;
-    sb->mem_base = (void *)(me ? me->stack_bottom : stack_bottom_of_self());
+    sb->mem_base = (void *)my_stack_bottom();
     return me;
 }
 

@@ -1154,6 +1154,80 @@ Test(malloc_mode, with_collector, .timeout = 30)
     free(holder);
 }
 
+/* A thread that only mallocs is neither stopped nor scanned, and is
+ * registered without its stack: the memory map is read when it first
+ * calls the collector (a server's short-lived workers may never do).
+ * From then on its stack is known: the base it is told is its own, what
+ * only its stack holds survives a collection, and what it dropped goes. */
+static TU_NOINLINE void make_kept_and_dropped(void *volatile *kept, GC_hidden_pointer *hk,
+                                              GC_hidden_pointer *hd)
+{
+    unsigned char *k = GC_malloc(4096), *d = GC_malloc(4096);
+    memset(k, 0x3c, 4096);
+    memset(d, 0x3c, 4096);
+    *kept = k;
+    *hk = tu_hide(k);
+    *hd = tu_hide(d);
+}
+
+struct lazy_stack {
+    uintptr_t base, lo, hi, here;
+    int kept_live, kept_intact, dropped_live;
+};
+
+static void *malloc_only_then_collector(void *arg)
+{
+    struct lazy_stack *r = arg;
+    free(malloc(24));                   /* known to malloc only */
+    struct GC_stack_base sb;
+    GC_get_my_stackbottom(&sb);
+    r->base = (uintptr_t)sb.mem_base;
+    r->here = (uintptr_t)__builtin_frame_address(0);
+    pthread_attr_t a;
+    void *lo;
+    size_t size;
+    pthread_getattr_np(pthread_self(), &a);
+    pthread_attr_getstack(&a, &lo, &size);
+    pthread_attr_destroy(&a);
+    r->lo = (uintptr_t)lo;
+    r->hi = (uintptr_t)lo + size;
+    void *volatile kept = NULL;
+    GC_hidden_pointer hk, hd;
+    make_kept_and_dropped(&kept, &hk, &hd);     /* now the collector's too */
+    tu_clear_stack();
+    tu_collect();
+    tu_collect();
+    r->kept_live = tu_live(hk);
+    r->kept_intact = 1;
+    for (size_t i = 0; i < 4096; i++)
+        if (((unsigned char *)kept)[i] != 0x3c)
+            r->kept_intact = 0;
+    r->dropped_live = tu_live(hd);
+    kept = NULL;
+    return NULL;
+}
+
+Test(malloc_threads, a_malloc_only_thread_finds_its_stack_when_it_calls_the_collector,
+     .timeout = 30)
+{
+    GC_INIT();
+    /* The marker's helper threads are started here, not by the thread's
+     * collection: their creation mallocs, which may need the lock the
+     * collection holds. */
+    tu_collect();
+    static struct lazy_stack r;
+    pthread_t t;
+    cr_assert_eq(tu_real_pthread_create(&t, NULL, malloc_only_then_collector, &r), 0);
+    tu_real_pthread_join(t, NULL);
+    cr_assert(r.base > r.here && r.base <= r.hi && r.here >= r.lo,
+              "stack base %#lx: not that of the thread's stack [%#lx, %#lx) (frame %#lx)",
+              (unsigned long)r.base, (unsigned long)r.lo, (unsigned long)r.hi,
+              (unsigned long)r.here);
+    cr_assert(r.kept_live && r.kept_intact,
+              "an object held only by the thread's stack was collected or changed");
+    cr_assert_not(r.dropped_live, "the object the thread dropped was not collected");
+}
+
 /* The free fast path's slot-base test (the reciprocal's low product)
  * must reject every interior pointer of every small class: with errors
  * ignored, no interior pointer may reach a free list. */
