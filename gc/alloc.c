@@ -1028,12 +1028,23 @@ static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned ki
 #define TRIM_HIGH 4
 #define TRIM_MID  2
 #define TRIM_LOW  1
+/* malloc's kinds: high and mid this many times more.  A thread that frees
+ * about as much of a class as it allocates (a server's worker: larson)
+ * keeps its slots, rather than push them where any thread takes them,
+ * where they lie in its group's chunks and come back as remote frees;
+ * and its list is measured (walked) less often. */
+#define TRIM_MANUAL 4
+
+static inline size_t trim_scale(unsigned kind)
+{
+    return lf_kinds[kind].manual ? TRIM_MANUAL : 1;
+}
 
 /* The credit of frees after a refill of `taken` slots: the list may hold
  * no more than those. */
-static int64_t refill_credit(size_t batch, size_t taken)
+static int64_t refill_credit(size_t batch, size_t taken, size_t scale)
 {
-    size_t high = TRIM_HIGH * batch;
+    size_t high = TRIM_HIGH * scale * batch;
     return (int64_t)(taken + batch <= high ? high - taken : batch);
 }
 
@@ -1166,7 +1177,7 @@ static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsign
         s->dirty = 0;
         unlock();
     }
-    kc->credit[c] = refill_credit(want, taken);
+    kc->credit[c] = refill_credit(want, taken, trim_scale(kind));
     if (unlikely(lf_malloc_shuffle) && manual)
         lf_malloc_shuffle_list(&kc->free[c]);
     if (plain) {
@@ -1668,11 +1679,13 @@ static void free_locked(void *p)
  * thread that frees in bursts (then allocates as much again) from pushing
  * its slots away only to take them back at its next refill, and a measure
  * walks at most TRIM_HIGH batches (recently freed slots) and then leaves
- * at least as many frees as it walked slots before the next. */
+ * at least as many frees as it walked slots before the next.  malloc's
+ * kinds have TRIM_MANUAL times the high and middle bounds. */
 static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
                          unsigned kind, size_t batch)
 {
-    size_t high = TRIM_HIGH * batch, low = TRIM_LOW * batch;
+    size_t high = TRIM_HIGH * trim_scale(kind) * batch, low = TRIM_LOW * batch;
+    size_t mid = TRIM_MID * trim_scale(kind) * batch;
     void **keep = NULL, **last = kc->free[c];
     size_t n = 1;
     for (void **next; n <= high && (next = link_decode(last[0])); n++) {
@@ -1681,9 +1694,9 @@ static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigne
         last = next;
     }
     /* n is now the list's length, or high + 1 and last its slot high + 1. */
-    if (n <= TRIM_MID * batch || !keep || !sweep_enter(tc)) {
+    if (n <= mid || !keep || !sweep_enter(tc)) {
         /* Short enough (or a collection waits: look again soon). */
-        kc->credit[c] = (int64_t)(n <= TRIM_MID * batch ? high - n : batch);
+        kc->credit[c] = (int64_t)(n <= mid ? high - n : batch);
         return 0;
     }
     void **head = link_decode(keep[0]);
