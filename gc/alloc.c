@@ -6,11 +6,13 @@
  * span, else a fresh span.  Large objects (a chunk or more) are one span
  * each.  The collection policy is applied where the heap would grow.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -101,10 +103,15 @@ void lf_cache_arm_free(struct thread_cache *tc)
         tc->free_magic[FREE_MAGIC_OWN + c] = lowfat_magics[LOWFAT_FIRST_REGION + c];
 }
 
+/* The calling thread's id, as glibc records a mutex's owner
+ * (lock_is_mine); 0 until asked, and in a child of fork. */
+static __thread pid_t tl_tid __attribute__((tls_model("initial-exec")));
+
 /* In a child of fork: only the calling thread (cache tc, or none) is
  * left in its group. */
 void lf_groups_after_fork(struct thread_cache *tc)
 {
+    tl_tid = 0;
     memset(group_threads, 0, sizeof group_threads);
     if (tc && tc->free_grouped)
         group_threads[tc->free_group] = 1;
@@ -1752,6 +1759,41 @@ void lf_manual_free_small(void *p, unsigned c)
     }
 }
 
+/* Does the calling thread hold the heap lock?  glibc records the owner's
+ * thread id in the mutex.  In malloc mode the collector's own
+ * allocations come from malloc, some with the lock held: the first
+ * collection starts the marker's helpers, and pthread_create allocates. */
+static bool lock_is_mine(void)
+{
+    if (unlikely(!tl_tid))
+        tl_tid = gettid();
+    return __atomic_load_n(&lf_gc_lock.__data.__owner, __ATOMIC_RELAXED) == tl_tid;
+}
+
+/* A slot of malloc's small class c, the lock held by the caller: from the
+ * global list, or a span claimed and linked whole onto it. */
+static void *manual_alloc_held(unsigned c, unsigned kind)
+{
+    struct class_kind *ck = class_kind_of(c, kind);
+    struct region *r = &lf_regions[c];
+    if (!ck->free) {
+        bool fresh;
+        struct span *s = claim_span(c, kind, &fresh);
+        if (!s)
+            return NULL;
+        uint64_t qa, qb;
+        lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
+        uint64_t next = qa - r->q0;
+        size_t n;
+        void **list = link_fresh(r, &next, qb - r->q0, SIZE_MAX, &n);
+        s->dirty = 0;
+        free_list_prepend(ck, list);
+    }
+    lf_assert(ck->free_count >= 1);
+    ck->free_count--;
+    return free_list_pop((void **)&ck->free);
+}
+
 /* One object of malloc's (kind: a manual kind), class c, never through
  * the collection policy.  NULL when out of memory. */
 void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind)
@@ -1762,8 +1804,12 @@ void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind)
         struct thread_cache *tc = lf_tl_cache;
         if (tc->mk.free[c])
             return free_list_pop(&tc->mk.free[c]);
+        if (unlikely(lock_is_mine()))
+            return manual_alloc_held(c, kind);
         return cache_refill_pop(tc, &tc->mk, c, kind);
     }
+    if (unlikely(lock_is_mine()))
+        return large_alloc(c, kind, bytes);
     lock();
     void *p = large_alloc(c, kind, bytes);
     unlock();

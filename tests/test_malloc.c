@@ -1245,6 +1245,40 @@ Test(malloc_threads, a_malloc_only_thread_finds_its_stack_when_it_calls_the_coll
     cr_assert_not(r.dropped_live, "the object the thread dropped was not collected");
 }
 
+/* In malloc mode the collector's own allocations come from this malloc
+ * too, some of them while it holds the heap lock: the first collection
+ * starts the marker's helper threads, and pthread_create allocates
+ * (glibc's thread descriptor and TLS vectors).  A collecting thread whose
+ * list of such a class is empty must not wait for the lock it holds: the
+ * first collection here runs on a thread that has allocated nothing of
+ * those sizes. */
+static void *first_collection(void *arg)
+{
+    GC_hidden_pointer *h = arg;
+    free(malloc(24));
+    unsigned char *p = GC_malloc(64);
+    memset(p, 0x7e, 64);
+    *h = tu_hide(p);
+    p = NULL;
+    tu_collect();
+    return NULL;
+}
+
+Test(malloc_mode, first_collection_on_a_thread_with_empty_lists, .timeout = 30)
+{
+    GC_set_markers_count(2);            /* one helper to start, whatever the machine */
+    GC_INIT();
+    cr_assert_eq(GC_get_parallel(), 1, "no helper thread to start: the test would show nothing");
+    static GC_hidden_pointer h;
+    pthread_t t;
+    cr_assert_eq(tu_real_pthread_create(&t, NULL, first_collection, &h), 0);
+    tu_real_pthread_join(t, NULL);
+    /* Reached: the collection finished.  Its object, dropped, went. */
+    tu_clear_stack();
+    tu_collect();
+    cr_assert_not(tu_live(h), "the collection's garbage survived two collections");
+}
+
 /* The free fast path's slot-base test (the reciprocal's low product)
  * must reject every interior pointer of every small class: with errors
  * ignored, no interior pointer may reach a free list. */
