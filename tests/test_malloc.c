@@ -1228,10 +1228,6 @@ Test(malloc_threads, a_malloc_only_thread_finds_its_stack_when_it_calls_the_coll
      .timeout = 30)
 {
     GC_INIT();
-    /* The marker's helper threads are started here, not by the thread's
-     * collection: their creation mallocs, which may need the lock the
-     * collection holds. */
-    tu_collect();
     static struct lazy_stack r;
     pthread_t t;
     cr_assert_eq(tu_real_pthread_create(&t, NULL, malloc_only_then_collector, &r), 0);
