@@ -77,24 +77,55 @@ static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
 static LF_UNSCANNED unsigned group_threads[FREE_GROUPS];
 /* When each group last gained a thread or lost its last: lock held. */
 static LF_UNSCANNED uint64_t group_stamp[FREE_GROUPS], group_clock;
+/* What the last thread of a group left in its cache of malloc's plain
+ * kind, its lists and the spans it was linking, for the next thread to
+ * join the group: handed over whole, with no walk, where the global lists
+ * would have had the leaving thread walk them under the lock, and other
+ * threads take them (a batch at a time, under the lock again) and
+ * allocate in the group's chunks.  Lock held. */
+static LF_UNSCANNED_BSS struct group_left {
+    void *free[NUM_SMALL_CLASSES];
+    struct sweep_cursor cursor[NUM_SMALL_CLASSES];
+    bool any;
+} group_left[FREE_GROUPS];
+static void group_left_take(struct thread_cache *tc, unsigned g);
+/* Set while a thread registers on its first free: the group of the slot
+ * it frees, when no thread is in that group (else -1). */
+static __thread int tl_heir_of __attribute__((tls_model("initial-exec"))) = -1;
+
+/* The group a new thread joins (lock held).  A thread whose first call
+ * frees a slot of a group no thread is in takes over from that group's
+ * last thread (a server's worker replaced by another, which frees what
+ * the first allocated: larson).  Otherwise the group with fewest threads:
+ * of the groups with none, the one whose last thread left last (a thread
+ * that starts as another ends is likely its successor); of groups with
+ * threads, the one joined longest ago. */
+static unsigned group_choose(void)
+{
+    int heir = tl_heir_of;
+    if (heir >= 0 && !group_threads[heir])
+        return (unsigned)heir;
+    unsigned g = 0;
+    for (unsigned i = 1; i < FREE_GROUPS; i++) {
+        bool newer = group_stamp[i] > group_stamp[g];
+        if (group_threads[i] < group_threads[g] ||
+            (group_threads[i] == group_threads[g] && (group_threads[g] ? !newer : newer)))
+            g = i;
+    }
+    return g;
+}
 
 void lf_cache_arm_free(struct thread_cache *tc)
 {
     if (!tc->free_grouped) {
-        /* The group with fewest threads; of those, the one left longest
-         * ago: a group that has just lost its last thread keeps no
-         * thread for a while, and the successor of that thread (which
-         * frees what it allocated) adopts its spans meanwhile. */
-        unsigned g = 0;
-        for (unsigned i = 1; i < FREE_GROUPS; i++)
-            if (group_threads[i] < group_threads[g] ||
-                (group_threads[i] == group_threads[g] && group_stamp[i] < group_stamp[g]))
-                g = i;
+        unsigned g = group_choose();
         group_stamp[g] = ++group_clock;
         /* Atomic: the remote free path reads the counts without the lock. */
         __atomic_fetch_add(&group_threads[g], 1, __ATOMIC_RELAXED);
         tc->free_group = (uint8_t)g;
         tc->free_grouped = 1;
+        if (group_left[g].any)
+            group_left_take(tc, g);
     }
     tc->free_map_at[FREE_MAP_AT(tc->free_group)] = __atomic_load_n(&lf_free_map, __ATOMIC_ACQUIRE);
     if (!lf_heap_initialized)
@@ -942,9 +973,16 @@ void lf_owner_remote_drain(int g)
  * its frees of them stay local.  Not a group's last few slots: taking
  * those would hand a thread back, beside its owners' objects, the slot
  * it has just freed (cache-scratch). */
+static void group_left_release(unsigned g, unsigned c, int to);
+
 static void groups_take(struct thread_cache *tc, unsigned c)
 {
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
+        /* What the last thread of a group nobody joined left, before
+         * the heap grows. */
+        if (g != tc->free_group && group_left[g].any &&
+            !__atomic_load_n(&group_threads[g], __ATOMIC_RELAXED))
+            group_left_release(g, c, (int)tc->free_group);
         if (g == tc->free_group || !AO_load(&owner_remote[g].head[c]))
             continue;
         if (__atomic_load_n(&group_threads[g], __ATOMIC_RELAXED) &&
@@ -957,10 +995,13 @@ static void groups_take(struct thread_cache *tc, unsigned c)
 /* The free slots on the owner groups' remote lists of class c, counted
  * as count_cached (malloc.c) counts a thread's: lock held, each link
  * checked before it is followed (an owner may be taking them). */
+static uint64_t group_left_count(unsigned g, unsigned c);
+
 uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void *p, unsigned c))
 {
     uint64_t n = 0, limit = (lf_regions[c].next_chunk << CHUNK_SHIFT) / lf_regions[c].size + 1;
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
+        n += group_left_count(g, c);
         void **p = (void **)AO_load(&owner_remote[g].head[c]);
         while (p && n < limit && free_slot(p, c)) {
             n++;
@@ -1546,6 +1587,99 @@ static void kind_cache_return(struct kind_cache *kc, unsigned k)
     }
 }
 
+/* The last thread of group g leaves its lists and cursors of malloc's
+ * plain kind to the group's next thread (group_left).  Lock held. */
+static void group_left_put(struct thread_cache *tc, unsigned g)
+{
+    struct group_left *gl = &group_left[g];
+    struct kind_cache *kc = &tc->mk;
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        gl->free[c] = kc->free[c];
+        gl->cursor[c] = kc->cursor[c];
+        gl->any |= kc->free[c] || kc->cursor[c].span;
+        kc->free[c] = NULL;
+        kc->cursor[c].span = NULL;
+    }
+}
+
+/* A thread joins group g: it takes what the group's last thread left, as
+ * its own lists (empty at registration; a class that is not goes to the
+ * global list).  Lock held. */
+static void group_left_take(struct thread_cache *tc, unsigned g)
+{
+    struct group_left *gl = &group_left[g];
+    struct kind_cache *kc = &tc->mk;
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        if (kc->free[c] || kc->cursor[c].span) {
+            group_left_release(g, c, -1);
+            continue;
+        }
+        kc->free[c] = gl->free[c];
+        kc->cursor[c] = gl->cursor[c];
+        /* Not measured: the list may grow by a full allowance before the
+         * first trim looks at it. */
+        kc->credit[c] = refill_credit(batch_slots(&lf_regions[c]), 0, TRIM_MANUAL);
+        gl->free[c] = NULL;
+        gl->cursor[c].span = NULL;
+    }
+    gl->any = false;
+}
+
+/* What group g's last thread left of class c, to the global list, the
+ * chunks of its slots becoming group to's (to >= 0).  Lock held. */
+static void group_left_release(unsigned g, unsigned c, int to)
+{
+    struct group_left *gl = &group_left[g];
+    struct sweep_cursor *cur = &gl->cursor[c];
+    void **list = gl->free[c];
+    gl->free[c] = NULL;
+    if (cur->span) {
+        size_t n;
+        void **rest = cursor_take(&lf_regions[c], cur, KIND_MALLOC, SIZE_MAX, false, &n);
+        cur->span = NULL;
+        if (rest) {
+            void **t = rest;
+            while (link_decode(t[0]))
+                t = link_decode(t[0]);
+            t[0] = link_encode(list);
+            list = rest;
+        }
+    }
+    if (!list)
+        return;
+    if (to >= 0) {
+        uint8_t label = (uint8_t)(1 + c + (unsigned)to * FREE_GROUP_STRIDE);
+        for (void **p = list; p; p = link_decode(p[0]))
+            __atomic_store_n(&lf_free_map[(uintptr_t)p >> CHUNK_SHIFT], label, __ATOMIC_RELAXED);
+    }
+    free_list_prepend(class_kind_of(c, KIND_MALLOC), list);
+}
+
+/* Every group with no thread: what its last thread left, to the global
+ * lists (a scavenge looks at them there).  Lock held. */
+void lf_groups_left_release(void)
+{
+    for (unsigned g = 0; g < FREE_GROUPS; g++) {
+        if (!group_left[g].any || group_threads[g])
+            continue;
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+            group_left_release(g, c, -1);
+        group_left[g].any = false;
+    }
+}
+
+/* The free slots group g's last thread left of class c; lock held. */
+static uint64_t group_left_count(unsigned g, unsigned c)
+{
+    struct group_left *gl = &group_left[g];
+    uint64_t n = 0;
+    for (void **p = gl->free[c]; p; p = link_decode(p[0]))
+        n++;
+    if (gl->cursor[c].span && gl->cursor[c].end > gl->cursor[c].next)
+        n += gl->cursor[c].end - gl->cursor[c].next;
+    return n;
+}
+
 /* A thread leaves: its free slots go to the global lists.  Lock held. */
 void lf_cache_return(struct thread_cache *tc)
 {
@@ -1565,7 +1699,12 @@ void lf_cache_return(struct thread_cache *tc)
         kc->next = spare_kind_caches;
         spare_kind_caches = kc;
     }
-    kind_cache_return(&tc->mk, lf_malloc_small_kind);
+    unsigned g = tc->free_group;
+    if (tc->free_grouped && lf_malloc_small_kind == KIND_MALLOC && group_threads[g] == 1 &&
+        !group_left[g].any)
+        group_left_put(tc, g);      /* the last of its group */
+    else
+        kind_cache_return(&tc->mk, lf_malloc_small_kind);
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
         pend_flush(tc, c);
     /* The last thread of its group leaves: the slots others freed to the
@@ -1722,9 +1861,16 @@ static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigne
  * list is trimmed once the fast path's credit of frees is spent. */
 void lf_manual_free_small(void *p, unsigned c)
 {
-    if (unlikely(lf_tl_cache == &lf_empty_cache) && !lf_thread_cache_for_free(true)) {
-        free_locked(p);
-        return;
+    if (unlikely(lf_tl_cache == &lf_empty_cache)) {
+        /* The thread registers: see group_choose. */
+        int g = slot_group(p);
+        tl_heir_of = g >= 0 && !__atomic_load_n(&group_threads[g], __ATOMIC_RELAXED) ? g : -1;
+        struct thread_cache *made = lf_thread_cache_for_free(true);
+        tl_heir_of = -1;
+        if (!made) {
+            free_locked(p);
+            return;
+        }
     }
     struct thread_cache *tc = lf_tl_cache;
     struct kind_cache *kc = &tc->mk;

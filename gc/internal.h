@@ -690,6 +690,7 @@ void lf_malloc_remote_pushed(uint64_t bytes);
 LFGC_EXPORT void lfgc_private_free_slow(void *p);
 void lf_malloc_free_slow(void *p);
 void lf_owner_remote_drain(int g);
+void lf_groups_left_release(void);
 uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void *p, unsigned c));
 uint64_t lf_pending_count(struct thread_cache *tc, unsigned c,
                           bool (*free_slot)(void *p, unsigned c));

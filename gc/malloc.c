@@ -461,6 +461,7 @@ static bool scavenge(void)
     bool released = false;
     AO_store(&remote_bytes, 0);
     lf_owner_remote_drain(-1);
+    lf_groups_left_release();
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         struct class_kind *ck = class_kind_of(c, kind);

@@ -7,6 +7,7 @@
  */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 #include "../gc/internal.h"
+#include "lfgc_malloc.h"
 
 #include <err.h>
 #include <errno.h>
@@ -305,4 +306,61 @@ Test(static_link, own_state_is_unscanned)
     cr_assert(unscanned(lf_regions, sizeof lf_regions), "the region table is scanned");
     cr_assert(unscanned(lf_predefined_ck, sizeof lf_predefined_ck), "the free-list heads are scanned");
     cr_assert(unscanned(&lf_hs, sizeof lf_hs), "the heap figures are scanned");
+}
+
+/* ------------------------------------------------------------------ */
+/* malloc: a worker replaced by another                                 */
+
+/* A server replaces a worker thread by another, which frees what the
+ * first allocated (larson).  The first's free slots are left for the
+ * thread that takes its place, not spread on the global lists, and the
+ * successor, whose first call frees one of the first's objects, joins
+ * the first's owner group: its frees of the rest are its own group's. */
+enum { HEIR_OBJS = 600, HEIR_SIZE = 12 };
+struct heir {
+    void *live[HEIR_OBJS];
+    unsigned group_first, group_next;
+};
+
+static void *first_worker(void *arg)
+{
+    struct heir *h = arg;
+    void *gone[HEIR_OBJS];
+    for (int i = 0; i < HEIR_OBJS; i++) {
+        h->live[i] = lfgc_malloc(HEIR_SIZE);
+        gone[i] = lfgc_malloc(HEIR_SIZE);
+    }
+    for (int i = 0; i < HEIR_OBJS; i++)
+        lfgc_free(gone[i]);
+    h->group_first = lf_tl_cache->free_group;
+    return NULL;
+}
+
+static void *next_worker(void *arg)
+{
+    struct heir *h = arg;
+    lfgc_free(h->live[0]);
+    h->group_next = lf_tl_cache->free_group;
+    for (int i = 1; i < HEIR_OBJS; i++)
+        lfgc_free(h->live[i]);
+    return NULL;
+}
+
+Test(static_link, a_replaced_workers_slots_go_to_its_successor)
+{
+    GC_INIT();
+    lfgc_free(lfgc_malloc(HEIR_SIZE));
+    static struct heir h;
+    struct class_kind *ck = class_kind_of(lf_malloc_class[HEIR_SIZE], KIND_MALLOC);
+    pthread_t t;
+    cr_assert_eq(tu_real_pthread_create(&t, NULL, first_worker, &h), 0);
+    tu_real_pthread_join(t, NULL);
+    uint32_t global = ck->free_count;
+    cr_assert_eq(tu_real_pthread_create(&t, NULL, next_worker, &h), 0);
+    tu_real_pthread_join(t, NULL);
+    cr_assert_lt(global, 64, "the leaving worker's %u free slots went to the global list",
+                 global);
+    cr_assert_eq(h.group_next, h.group_first,
+                 "the successor joined group %u, not its predecessor's %u", h.group_next,
+                 h.group_first);
 }
