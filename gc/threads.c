@@ -1327,10 +1327,9 @@ static void *suspend_self(void *arg)
     return NULL;
 }
 
-LFGC_EXPORT void GC_suspend_thread(void *thread)
+LFGC_EXPORT void GC_suspend_thread(GC_SUSPEND_THREAD_ID id)
 {
     lf_ensure_init();
-    pthread_t id = (pthread_t)thread;
     lock();
     struct thread_rec *t = find_rec(id);
     if (!t || t->ext_suspended) {
@@ -1366,11 +1365,11 @@ LFGC_EXPORT void GC_suspend_thread(void *thread)
     nocancel_end(cancel);
 }
 
-LFGC_EXPORT void GC_resume_thread(void *thread)
+LFGC_EXPORT void GC_resume_thread(GC_SUSPEND_THREAD_ID id)
 {
     lf_ensure_init();
     lock();
-    struct thread_rec *t = find_rec((pthread_t)thread);
+    struct thread_rec *t = find_rec(id);
     if (t && t->ext_suspended) {
         __atomic_store_n(&t->ext_suspended, 0, __ATOMIC_RELEASE);
         if (state_of(t) == T_FINISHED) {
@@ -1387,11 +1386,11 @@ LFGC_EXPORT void GC_resume_thread(void *thread)
     unlock();
 }
 
-LFGC_EXPORT int GC_is_thread_suspended(void *thread)
+LFGC_EXPORT int GC_is_thread_suspended(GC_SUSPEND_THREAD_ID id)
 {
     lf_ensure_init();
     lock();
-    struct thread_rec *t = find_rec((pthread_t)thread);
+    struct thread_rec *t = find_rec(id);
     int r = t && t->ext_suspended;
     unlock();
     return r;

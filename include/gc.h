@@ -536,9 +536,13 @@ GC_API void GC_start_world_external(void);
  * resume it.  A thread ended but not yet joined reads as suspended until
  * resumed, as in bdwgc.  Unregistered, joined or detached threads are
  * ignored, and GC_is_thread_suspended says 0 for them.  The id is the
- * pthread_t. */
+ * pthread_t (its type under GC_THREADS, as in bdwgc; void * otherwise). */
 #ifndef GC_SUSPEND_THREAD_ID
-# define GC_SUSPEND_THREAD_ID void *
+# if defined(GC_THREADS) || defined(GC_PTHREADS) || defined(LFGC_BUILDING)
+#  define GC_SUSPEND_THREAD_ID pthread_t  /* bdwgc's, under GC_THREADS */
+# else
+#  define GC_SUSPEND_THREAD_ID void *
+# endif
 #endif
 GC_API void GC_suspend_thread(GC_SUSPEND_THREAD_ID thread);
 GC_API void GC_resume_thread(GC_SUSPEND_THREAD_ID thread);

@@ -236,7 +236,7 @@ Test(hazards, suspend_a_finished_thread, .timeout = 60)
         cr_assert_eq(pthread_create(&t, NULL, sf_thread, NULL), 0);     /* GC_pthread_create */
         cr_assert(tu_wait_at_least(&sf_tid, 1, 10), "the thread did not start");
         cr_assert(tu_wait_task_gone(atomic_load(&sf_tid), 10), "the thread did not end");
-        void *id = (void *)t;
+        pthread_t id = t;   /* bdwgc's GC_SUSPEND_THREAD_ID under GC_THREADS */
         cr_assert_not(GC_is_thread_suspended(id));
         GC_suspend_thread(id);
         cr_assert(GC_is_thread_suspended(id), "an ended, unjoined thread not reported suspended");
@@ -678,14 +678,14 @@ Test(hazards, join_does_not_drop_a_reused_record, .timeout = 60)
     cr_assert(tu_wait_at_least(&jr_x_tid, 1, 10), "X did not start");
     cr_assert_eq(pthread_create(&j, NULL, jr_joiner, &x), 0);
     tu_sleep_ms(20);                             /* J is waiting in the join */
-    GC_suspend_thread((void *)j);
-    cr_assert(GC_is_thread_suspended((void *)j));
+    GC_suspend_thread(j);
+    cr_assert(GC_is_thread_suspended(j));
     atomic_store(&jr_x_go, 1);
     cr_assert(tu_wait_task_gone(atomic_load(&jr_x_tid), 10), "X did not end");
     cr_assert_eq(pthread_create(&y, NULL, jr_y, NULL), 0);
     cr_assert(tu_wait_at_least(&jr_y_tid, 1, 10), "Y did not start");
     cr_assert(tu_wait_task_gone(atomic_load(&jr_y_tid), 10), "Y did not end");
-    GC_resume_thread((void *)j);
+    GC_resume_thread(j);
     cr_assert(tu_wait_at_least(&jr_joined, 1, 10), "J's join did not return (%ld)",
               atomic_load(&jr_joined));
     cr_assert_eq(pthread_join(j, NULL), 0);

@@ -2459,7 +2459,7 @@ Test(threads, suspend_and_resume_another_thread, .timeout = 60)
     pthread_t t;
     start_thread(&t, xs_spinner, NULL);
     cr_assert(tu_wait_at_least(&xs_count, 1000, 10), "the spinner never ran");
-    void *id = (void *)t;
+    pthread_t id = t;
     cr_assert_not(GC_is_thread_suspended(id));
     GC_suspend_thread(id);
     GC_suspend_thread(id);                 /* no count: still one resume */
@@ -2498,7 +2498,7 @@ static atomic_long xs_self_done;
 static NOINLINE void xs_self_body(void)
 {
     struct tu_node *volatile mine = tu_list_build(0x5e1f, 3000);
-    GC_suspend_thread((void *)pthread_self());
+    GC_suspend_thread(pthread_self());
     xs_bad = tu_list_check(mine, 0x5e1f, 3000);
     atomic_store(&xs_self_done, 1);
 }
@@ -2516,7 +2516,7 @@ Test(threads, thread_suspends_itself, .timeout = 60)
     GC_INIT();
     pthread_t t;
     start_thread(&t, xs_self, NULL);
-    void *id = (void *)t;
+    pthread_t id = t;
     for (int i = 0; i < 10000 && !GC_is_thread_suspended(id); i++)
         tu_sleep_ms(1);
     cr_assert(GC_is_thread_suspended(id), "the thread never suspended itself");
