@@ -525,36 +525,33 @@ static size_t taken_by_another_thread(uintptr_t *set, size_t m, size_t n)
     return hits;
 }
 
+/* rounds bursts of `burst` mallocs, each freed at once: none may be
+ * allocated by another thread just after. */
+static void bursts_stay(void **v, uintptr_t *gone, int rounds, int burst)
+{
+    for (int round = 0; round < rounds; round++) {
+        for (int i = 0; i < burst; i++)
+            v[i] = malloc(BF_SIZE);
+        for (int i = 0; i < burst; i++) {
+            gone[i] = (uintptr_t)v[i];
+            free(v[i]);
+        }
+        size_t hits = taken_by_another_thread(gone, (size_t)burst, (size_t)burst);
+        cr_assert_eq(hits, 0, "round %d: %zu of a burst of %d frees left the thread", round,
+                     hits, burst);
+    }
+}
+
 Test(malloc_threads, burst_frees_stay_with_the_thread)
 {
     static void *v[BF_MANY];
     static uintptr_t gone[BF_MANY];     /* freed: kept as numbers */
-    for (int round = 0; round < 20; round++) {
-        for (int i = 0; i < BF_BURST; i++)
-            v[i] = malloc(BF_SIZE);
-        for (int i = 0; i < BF_BURST; i++) {
-            gone[i] = (uintptr_t)v[i];
-            free(v[i]);
-        }
-        size_t hits = taken_by_another_thread(gone, BF_BURST, BF_BURST);
-        cr_assert_eq(hits, 0, "round %d: %zu of a burst of %d frees left the thread", round,
-                     hits, BF_BURST);
-    }
+    bursts_stay(v, gone, 20, BF_BURST);
     /* malloc's lists have room for 16 batches: a thread that frees about
      * as much as it allocates, in random order, keeps what it frees
      * rather than have other threads allocate in its chunks (larson).
      * Twelve batches stay. */
-    for (int round = 0; round < 5; round++) {
-        for (int i = 0; i < BF_WIDE; i++)
-            v[i] = malloc(BF_SIZE);
-        for (int i = 0; i < BF_WIDE; i++) {
-            gone[i] = (uintptr_t)v[i];
-            free(v[i]);
-        }
-        size_t hits = taken_by_another_thread(gone, BF_WIDE, BF_WIDE);
-        cr_assert_eq(hits, 0, "round %d: %zu of a burst of %d frees left the thread", round,
-                     hits, BF_WIDE);
-    }
+    bursts_stay(v, gone, 5, BF_WIDE);
     for (int i = 0; i < BF_MANY; i++)
         v[i] = malloc(BF_SIZE);
     for (int i = 0; i < BF_MANY; i++) {
