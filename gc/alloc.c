@@ -719,6 +719,19 @@ static void count_refill(struct thread_cache *tc, uint64_t bytes)
 {
     tc->allocd += bytes;
     if (tc->allocd >= ALLOCD_FLUSH) {
+        /* How much the thread allocated since the last collection, and
+         * the most any thread did: their ratio to the total says how many
+         * threads allocate at once (collect.c). */
+        if (tc->cycle != GC_gc_no + 1) {
+            tc->cycle = GC_gc_no + 1;
+            tc->cycle_allocd = 0;
+        }
+        tc->cycle_allocd += tc->allocd;
+        AO_fetch_and_add(&lf_hs.caches_allocd, tc->allocd);
+        AO_t most = AO_load(&lf_hs.max_thread_allocd);
+        while (tc->cycle_allocd > most &&
+               !AO_compare_and_swap(&lf_hs.max_thread_allocd, most, tc->cycle_allocd))
+            most = AO_load(&lf_hs.max_thread_allocd);
         count_allocated((int64_t)tc->allocd);
         tc->allocd = 0;
     }
@@ -1685,8 +1698,14 @@ void lf_cache_return(struct thread_cache *tc)
 {
     count_allocated((int64_t)tc->allocd);
     count_freed_shared(tc->freed_bytes);
+    /* A thread gone has nothing in progress: what it allocated does not
+     * widen the next threshold (threads started one after another would
+     * otherwise look like threads allocating at once). */
+    if (tc->cycle == GC_gc_no + 1)
+        lf_hs.exited_allocd += tc->cycle_allocd;
     tc->allocd = 0;
     tc->freed_bytes = 0;
+    tc->cycle = 0;
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
         kind_cache_return(&tc->k[k], k);
     unsigned kinds = lf_kinds_made();

@@ -524,6 +524,8 @@ struct thread_cache {
     volatile AO_t sweeping;     /* sweeping outside the lock (sweep_enter) */
     uint64_t allocd;            /* bytes refilled, not yet added to hs     */
     uint64_t freed_bytes;       /* bytes freed here, not yet added to hs   */
+    uint64_t cycle;             /* GC_gc_no + 1 when cycle_allocd was reset */
+    uint64_t cycle_allocd;      /* bytes added to hs since that collection */
     /* Registered by malloc (manual mode) only: the thread has a cache but
      * is neither stopped nor scanned by collections, until it calls the
      * collector (lf_thread_cache_create), which may never happen.  A
@@ -979,6 +981,9 @@ struct gc_heap_stats {
     uint64_t live_ptrful;       /* ... of them, in scanned kinds            */
     uint64_t live_ptrfree;
     uint64_t allocd_since_gc;   /* bytes handed to caches since then        */
+    volatile AO_t caches_allocd; /* of allocd_since_gc, through caches     */
+    volatile AO_t max_thread_allocd; /* most any thread added of it       */
+    uint64_t exited_allocd;     /* ... added by threads since exited       */
     uint64_t total_allocd;
     uint64_t freed_since_gc;    /* explicitly freed since then              */
     uint64_t reclaimed_last;

@@ -8,7 +8,8 @@
  * since the last collection reach
  *     (2 * live pointerful bytes + live pointer-free bytes / 4 + roots
  *      + 2 * stacks) / divisor
- * (however many threads allocate: see young_threshold), when the heap
+ * (plus, for a minor one while two threads allocate at once, up to as
+ * much again, capped by what minor ones trace: thread_widening), when the heap
  * would grow past its expanded size; otherwise expand it (after passing
  * it the room other classes hold pooled: alloc.c).  A larger divisor
  * means more collections and a smaller heap.  GC_INITIAL_HEAP_SIZE defers
@@ -120,10 +121,9 @@ static uint64_t divisor(void)
  * least `times` what minor ones traced of late (at the default divisor;
  * a larger one shortens it as it does the rule above).  This is also what
  * spaces out collections when several threads allocate: each has its
- * structures in progress, which this measures, rather than a count of
- * threads, which widened the allocation between collections (and the
- * heap) by half-built structures that were small or absent (design.md,
- * "Threads and the allocation between collections"). */
+ * structures in progress, which this measures; thread_widening adds to
+ * it only as much as they are worth (design.md, "Threads and the
+ * allocation between collections"). */
 static uint64_t young_threshold(uint64_t times)
 {
     return times * 3 * policy.minor_traced_avg / divisor();
@@ -153,6 +153,32 @@ static uint64_t scan_cost(uint64_t ptrful, uint64_t ptrfree)
     return 2 * ptrful + ptrfree / 4 + lf_roots_size() + 2 * lf_stacks_size();
 }
 
+/* Two threads allocating at once each have structures in progress that a
+ * minor collection traces; collecting every `threshold` bytes of their
+ * combined allocation traces them twice as often per thread as at one
+ * thread.  The allocation between minor collections is widened by the
+ * measured number of threads allocating at once (the bytes running threads
+ * allocated since the last collection over the most one of them did, at
+ * most WIDEN_THREADS), but the extra allowance is capped at WIDEN_TRACED
+ * times what minor collections traced of late: where they trace little
+ * (few structures in progress), widening buys nothing and costs heap
+ * (design.md, "Threads and the allocation between collections"). */
+#define WIDEN_THREADS 2
+#define WIDEN_TRACED 8
+static uint64_t thread_widening(uint64_t threshold)
+{
+    uint64_t most = AO_load(&lf_hs.max_thread_allocd);
+    uint64_t caches = AO_load(&lf_hs.caches_allocd);
+    uint64_t running = caches > lf_hs.exited_allocd ? caches - lf_hs.exited_allocd : 0;
+    if (!most || running <= most || !lf_dirty_enabled() || !want_minor(COLLECT_ALLOCATION))
+        return 0;
+    if (running > WIDEN_THREADS * most)
+        running = WIDEN_THREADS * most;
+    uint64_t extra = (uint64_t)((unsigned __int128)threshold * (running - most) / most);
+    uint64_t cap = WIDEN_TRACED * policy.minor_traced_avg / divisor();
+    return extra < cap ? extra : cap;
+}
+
 bool lf_should_collect(void)
 {
     if (GC_dont_gc || lf_auto_collect_off || lf_collect_in_progress())
@@ -171,7 +197,7 @@ bool lf_should_collect(void)
         threshold = MIN_BYTES_ALLOCD;
     if (threshold < young_threshold(2))
         threshold = young_threshold(2);
-    return allocd >= threshold;
+    return allocd >= threshold + thread_widening(threshold);
 }
 
 static uint64_t expansion_step(uint64_t need)

@@ -9,8 +9,13 @@
  *                                        class make room for another, with
  *                                        no collection and no growth
  *   allocating_threads_do_not_widen_the_allocation_between_collections
- *                                        threads allocating at once collect
- *                                        as often as one, in the same heap
+ *                                        threads allocating garbage at once
+ *                                        collect as often as one, in the
+ *                                        same heap
+ *   threads_with_structures_in_progress_widen_the_allocation_between_collections
+ *                                        threads that each build structures
+ *                                        minor collections trace collect
+ *                                        less often than one thread
  *   hooks_run_in_their_phases            what finalization does at the
  *                                        collection's two hook points is
  *                                        seen between the right events
@@ -188,6 +193,45 @@ static void *tw_worker(void *arg)
     return NULL;
 }
 
+/* Set for the widening test: each worker's step builds a list that stays
+ * reachable until the end of its next step, the structures in progress
+ * that minor collections find and trace on each thread. */
+static bool tw_hold;
+
+static TU_NOINLINE void *tw_hold_step(void *prev, uint64_t seed)
+{
+    void **head = NULL;
+    for (size_t b = 0; b < TW_STEP_BYTES; b += 64) {
+        void **n = GC_MALLOC(64);
+        if (!n) {
+            atomic_fetch_add(&tw_failures, 1);
+            break;
+        }
+        n[0] = head;
+        n[1] = (void *)(uintptr_t)(seed + b);
+        head = n;
+    }
+    /* The list before this one must have survived the collections since. */
+    uint64_t b = TW_STEP_BYTES;
+    for (void **n = prev; n; n = n[0])
+        if ((uintptr_t)n[1] != (seed - TW_STEP_BYTES) + (b -= 64))
+            atomic_fetch_add(&tw_failures, 1);
+    if (prev && b != 0)
+        atomic_fetch_add(&tw_failures, 1);
+    return head;
+}
+
+static void *tw_hold_worker(void *arg)
+{
+    size_t steps = (size_t)(uintptr_t)arg;
+    void *prev = NULL;
+    for (size_t s = 0; s < steps; s++) {
+        prev = tw_hold_step(prev, (uint64_t)(s + 1) * TW_STEP_BYTES);
+        pthread_barrier_wait(&tw_barrier);
+    }
+    return NULL;
+}
+
 /* Collections while n threads share TW_STEPS steps. */
 static uint64_t tw_collections(unsigned n)
 {
@@ -196,7 +240,8 @@ static uint64_t tw_collections(unsigned n)
         return 0;
     GC_word before = GC_get_gc_no();
     for (unsigned i = 0; i < n; i++)
-        if (GC_pthread_create(&t[i], NULL, tw_worker, (void *)(uintptr_t)(TW_STEPS / n)) != 0)
+        if (GC_pthread_create(&t[i], NULL, tw_hold ? tw_hold_worker : tw_worker,
+                              (void *)(uintptr_t)(TW_STEPS / n)) != 0)
             atomic_fetch_add(&tw_failures, 1);
     for (unsigned i = 0; i < n; i++)
         GC_pthread_join(t[i], NULL);
@@ -226,7 +271,8 @@ static uint64_t tw_collections_fresh(unsigned n)
 /* Threads allocating at once collect as often as one thread doing the
  * same allocation, in the same heap: what the collections find in
  * progress on each thread spaces them out only when it is there to be
- * traced (policy.c, young_threshold), not by a count of threads.  Before,
+ * traced (policy.c, young_threshold and the cap of thread_widening), not
+ * by a count of threads alone.  Before,
  * two threads or more widened the allocation between collections twice,
  * and the heap with it (two threads collected 50 times to one thread's
  * 83 here).  Not four threads: what each thread holds back from the
@@ -246,6 +292,43 @@ Test(policy, allocating_threads_do_not_widen_the_allocation_between_collections,
                   (unsigned long)n2, (unsigned long)n1);
     cr_assert_leq(heap2, heap1 + MiB, "the heap is %zu KiB with two threads, %zu with one",
                   heap2 >> 10, heap1 >> 10);
+    cr_assert(tw_intact(), "the live list was damaged");
+}
+
+/* Pointerful live data whose scanning, not what minor collections trace,
+ * sets the allocation between collections. */
+#define TW_BALLAST_BLOCKS 1600
+static void **volatile tw_ballast;
+
+/* Threads that each have structures in progress when minor collections
+ * come (lists of TW_STEP_BYTES kept for two steps) do widen the
+ * allocation between them, about twice for two threads: collecting every
+ * N bytes of their combined allocation traces each thread's structures
+ * twice as often as at one thread.  The widening is capped by what the
+ * minor collections trace (8 times), so that threads with nothing in
+ * progress get none (the test above).  Without it, two threads collected
+ * as often as one here. */
+Test(policy, threads_with_structures_in_progress_widen_the_allocation_between_collections,
+     .timeout = 60)
+{
+    GC_INIT();
+    tw_build();
+    for (unsigned i = 0; i < TW_BALLAST_BLOCKS; i++) {
+        void **b = GC_MALLOC(4096);
+        cr_assert_not_null(b);
+        b[0] = tw_ballast;
+        tw_ballast = b;
+    }
+    tw_hold = true;
+    uint64_t one = tw_collections_fresh(1), two = tw_collections_fresh(2);
+    uint64_t n1 = (uint32_t)one, n2 = (uint32_t)two;
+    cr_assert_gt(n1, 10, "only %lu collections for 100 MiB allocated", (unsigned long)n1);
+    cr_assert_leq(4 * n2, 3 * n1, "two threads collected %lu times, one thread %lu times",
+                  (unsigned long)n2, (unsigned long)n1);
+    unsigned blocks = 0;
+    for (void **b = tw_ballast; b; b = b[0])
+        blocks++;
+    cr_assert_eq(blocks, TW_BALLAST_BLOCKS, "the live blocks were damaged");
     cr_assert(tw_intact(), "the live list was damaged");
 }
 
