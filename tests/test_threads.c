@@ -1053,6 +1053,13 @@ Test(threads, fork_with_threads_running, .timeout = 60)
         long r0 = atomic_load(&fk_rounds[0]);
         cr_assert(tu_wait_at_least(&fk_rounds[0], r0 + 2, 10), "worker 0 stalled after fork %d", f);
     }
+    /* The forks take as long as the machine makes them: let the workers
+     * go on until they have allocated enough for the heap's bound below to
+     * say something about reclaiming (a slow or loaded machine otherwise
+     * ends the test short of it). */
+    double until = tu_now_s() + 30;
+    while (GC_get_total_bytes() - total0 < 64 * MiB && tu_now_s() < until && !failed())
+        tu_sleep_ms(5);
     atomic_store(&fk_stop, 1);
     for (unsigned i = 0; i < FK_WORKERS; i++)
         join_thread(t[i]);
