@@ -85,11 +85,6 @@ static void heap_once_fn(void)
     lf_mark_init();
     GC_parallel = (int)lf_mark_markers() - 1;
     read_environment();
-    /* bdwgc's first collection at start-up, which sets its blacklist up;
-     * a program that sets GC_dont_precollect wants to arrange its roots
-     * first (the first collection then blacklists). */
-    if (!GC_dont_precollect)
-        lf_blacklist_initial_scan();
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
     lf_leak_init();
@@ -101,6 +96,14 @@ static void heap_once_fn(void)
 static void init_once_fn(void)
 {
     lf_threads_collection_on();
+    /* bdwgc's first collection at start-up, which sets its blacklist up;
+     * a program that sets GC_dont_precollect wants to arrange its roots
+     * first (the first collection then blacklists).  Not before: only
+     * collectable spans heed the blacklist, and the scan reads every data
+     * segment of the process, which a malloc-only process would pay for
+     * in resident pages. */
+    if (!GC_dont_precollect)
+        lf_blacklist_initial_scan();
     lf_leak_collection_on();
     lf_gc_initialized = true;
 }

@@ -965,6 +965,27 @@ Test(malloc_mode, no_collector_machinery)
               "malloc-only process: status %#x (2, 3: a signal handler, 4: a thread)", status);
 }
 
+/* A malloc-only process does not read its data segments: the collector
+ * scans them (and, once, to set its blacklist up) only when collection is
+ * on, and reading a page of zeroes makes it resident (a page of the
+ * zero page or, on some kernels, a new one).  So untouched data stays
+ * out of memory, as with glibc's malloc. */
+static char untouched_data[1 << 20] __attribute__((aligned(4096), used));
+
+Test(malloc_mode, data_segments_are_not_read)
+{
+    for (int i = 0; i < 1000; i++)
+        free(malloc((size_t)i * 8));
+    unsigned char vec[sizeof untouched_data / 4096];
+    char *volatile base = untouched_data;
+    cr_assert_eq(mincore(base, sizeof untouched_data, vec), 0, "mincore: %s", strerror(errno));
+    size_t resident = 0;
+    for (size_t i = 0; i < sizeof vec; i++)
+        resident += vec[i] & 1;
+    cr_assert_eq(resident, 0, "%zu of the %zu pages of an untouched static array are "
+                 "resident after mallocs", resident, sizeof vec);
+}
+
 /* The section headers of the ELF file at path: sets *bss and *data to
  * the sizes of lf_unscanned_bss (0 unless NOBITS) and lf_unscanned. */
 static void unscanned_sections(const char *path, uint64_t *bss, uint64_t *data)
