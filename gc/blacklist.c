@@ -64,6 +64,10 @@ void lf_blacklist_new_epoch(void)
 
 bool lf_blacklisted(const struct region *r, uint64_t j)
 {
+    /* A region no word has hit has no page of the map: reading it would
+     * make one (a page of zeroes, resident all the same). */
+    if (!__atomic_load_n(&r->bl_hit, __ATOMIC_RELAXED))
+        return false;
     uint8_t v = lf_blacklist[(r->start >> CHUNK_SHIFT) + j];
     if (!v)
         return false;

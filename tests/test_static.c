@@ -10,6 +10,7 @@
 #include "lfgc_malloc.h"
 
 #include <err.h>
+#include <sys/mman.h>
 #include <errno.h>
 
 /* ------------------------------------------------------------------ */
@@ -363,4 +364,40 @@ Test(static_link, a_replaced_workers_slots_go_to_its_successor)
     cr_assert_eq(h.group_next, h.group_first,
                  "the successor joined group %u, not its predecessor's %u", h.group_next,
                  h.group_first);
+}
+
+/* ------------------------------------------------------------------ */
+/* Metadata pages                                                      */
+
+/* A span is placed after asking the blacklist about its chunks; a region
+ * that no word has hit must not get a page of the map for that (a read
+ * makes the page resident, of zeroes, on every kernel: mincore counts a
+ * mapped zero page, and some kernels give a fresh page). */
+Test(metadata, blacklist_pages_only_where_words_hit)
+{
+    GC_INIT();
+    static void *keep[NUM_SMALL_CLASSES];
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        /* Just above the class below, so that the extra byte that
+         * interior pointers add keeps the request in class c. */
+        keep[c] = GC_malloc(c ? lf_regions[c - 1].size + 1 : 1);
+        cr_assert_not_null(keep[c]);
+    }
+    unsigned unhit = 0;
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        const struct region *r = &lf_regions[c];
+        cr_assert_geq(r->next_chunk, 1, "class %u: no span was claimed", c);
+        if (r->bl_hit)
+            continue;
+        uint8_t *entry = &lf_blacklist[r->start >> CHUNK_SHIFT];
+        void *page = (void *)((uintptr_t)entry & ~(uintptr_t)(PAGE_SIZE - 1));
+        unsigned char v = 0;
+        cr_assert_eq(mincore(page, PAGE_SIZE, &v), 0, "mincore: %s", strerror(errno));
+        cr_assert_eq(v & 1, 0, "class %u (%llu bytes): a page of the blacklist is resident "
+                     "though no word hit the region", c, (unsigned long long)r->size);
+        unhit++;
+    }
+    cr_assert_geq(unhit, NUM_SMALL_CLASSES / 2, "only %u regions without a hit", unhit);
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+        keep[c] = NULL;
 }
