@@ -64,11 +64,23 @@ void lf_blacklist_new_epoch(void)
 
 bool lf_blacklisted(const struct region *r, uint64_t j)
 {
-    /* A region no word has hit has no page of the map: reading it would
-     * make one (a page of zeroes, resident all the same). */
-    if (!__atomic_load_n(&r->bl_hit, __ATOMIC_RELAXED))
-        return false;
-    uint8_t v = lf_blacklist[(r->start >> CHUNK_SHIFT) + j];
+    /* A page of the map that no hit has written holds only zeroes, and
+     * reading it would make it resident (the zero page, or on some kernels
+     * a new one) in every region with a span, hit or not: ask the kernel
+     * first.  The marker's store is what makes a page resident, and the
+     * answer for a region's first page, where the entries of its first
+     * 256 MiB are, is kept once it is yes. */
+    uint8_t *entry = &lf_blacklist[(r->start >> CHUNK_SHIFT) + j];
+    bool first_page = j < PAGE_SIZE;
+    if (!first_page || !__atomic_load_n(&r->bl_resident, __ATOMIC_RELAXED)) {
+        unsigned char in_core = 0;
+        void *page = (void *)((uintptr_t)entry & ~(uintptr_t)(PAGE_SIZE - 1));
+        if (mincore(page, PAGE_SIZE, &in_core) == 0 && !(in_core & 1))
+            return false;
+        if (first_page)
+            __atomic_store_n(&((struct region *)r)->bl_resident, 1, __ATOMIC_RELAXED);
+    }
+    uint8_t v = *entry;
     if (!v)
         return false;
     unsigned age = (unsigned)(lf_bl_epoch + 255 - v) % 255;

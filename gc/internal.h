@@ -230,8 +230,7 @@ struct region {
     uint8_t large;          /* one object per span                          */
     uint8_t mapped;         /* metadata mapped                              */
     uint8_t reserved;       /* address range reserved at start-up           */
-    uint8_t bl_hit;         /* some hit was recorded in the blacklist: until
-                               then its page of the map is not read         */
+    uint8_t bl_resident;    /* its first page of the blacklist is resident */
 } __attribute__((aligned(64)));  /* 128 bytes: the marker indexes regions
                                     with one shift, not with a multiply   */
 _Static_assert(sizeof(struct region) == 128, "struct region: 128 bytes");
@@ -337,13 +336,10 @@ void lf_blacklist_new_epoch(void);
 bool lf_blacklisted(const struct region *r, uint64_t j);
 void lf_blacklist_initial_scan(void);
 /* A word hit slot base `base` of region r, in a chunk no span owns. */
-static inline void blacklist_hit(struct region *r, uint64_t base)
+static inline void blacklist_hit(const struct region *r, uint64_t base)
 {
-    if (base - r->start < r->bl_limit) {
+    if (base - r->start < r->bl_limit)
         lf_blacklist[base >> CHUNK_SHIFT] = lf_bl_epoch;
-        if (!r->bl_hit)
-            __atomic_store_n(&r->bl_hit, 1, __ATOMIC_RELAXED);
-    }
 }
 
 /* ------------------------------------------------------------------ */

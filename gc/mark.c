@@ -235,7 +235,7 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
     uint64_t c = (w >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
     if (c >= NUM_CLASSES)
         return top;
-    struct region *r = &lf_regions[c];
+    const struct region *r = &lf_regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)w * r->magic) >> 64);
     uint64_t base = q * r->size;
     unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
