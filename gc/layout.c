@@ -42,18 +42,28 @@
  * exact and the +1 would make it wrong): UINT64_MAX / s + 1 is both. */
 #define MAGIC(s) (UINT64_MAX / (uint64_t)(s) + 1)
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Woverride-init"
-#define SIZE_ENTRY(c, s)  [LOWFAT_FIRST_REGION + (c)] = FITS(s) ? (uint64_t)(s) : UINT64_MAX,
-#define MAGIC_ENTRY(c, s) [LOWFAT_FIRST_REGION + (c)] = FITS(s) ? MAGIC(s) : 0,
-LFGC_EXPORT const uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE] = {
-    [0 ... LOWFAT_TABLE_SIZE - 1] = UINT64_MAX,
-    SIZE_LIST(SIZE_ENTRY)
+/* Zero-initialised, so that only the page with the heap's entries is ever
+ * resident (in the file, as constants, the fault-around of any read mapped
+ * all 64 KiB); filled by fill_tables before the heap exists. */
+LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE];
+LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_magics[LOWFAT_TABLE_SIZE];
+
+static const uint64_t class_sizes[NUM_CLASSES] = {
+#define CLASS_SIZE(c, s) [c] = (uint64_t)(s),
+    SIZE_LIST(CLASS_SIZE)
+#undef CLASS_SIZE
 };
-LFGC_EXPORT const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE] = {
-    SIZE_LIST(MAGIC_ENTRY)
-};
-#pragma GCC diagnostic pop
+
+static void fill_tables(void)
+{
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        uint64_t s = class_sizes[c];
+        if (!FITS(s))
+            continue;
+        lowfat_sizes[LOWFAT_FIRST_REGION + c] = s;
+        lowfat_magics[LOWFAT_FIRST_REGION + c] = MAGIC(s);
+    }
+}
 
 LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
 /* What programs built with this layout's lowfat.h refer to (see there). */
@@ -221,6 +231,7 @@ static bool claim_heap(void)
 
 bool lf_layout_init(void)
 {
+    fill_tables();
     if (!claim_heap())
         return false;
     uint64_t chunk_map_bytes = LOWFAT_HEAP_END >> CHUNK_SHIFT;
@@ -234,7 +245,7 @@ bool lf_layout_init(void)
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         size_t idx = LOWFAT_FIRST_REGION + c;
-        r->size = lowfat_sizes[idx];
+        r->size = FITS(class_sizes[c]) ? class_sizes[c] : UINT64_MAX;
         r->magic = lowfat_magics[idx];
         r->start = (uint64_t)idx << LOWFAT_REGION_SHIFT;
         if (r->magic == 0)          /* class larger than a region */

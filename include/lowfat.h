@@ -51,14 +51,23 @@ __asm__(".pushsection .lfgc_layout,\"awGR\",@progbits,lfgc_layout_ref,comdat\n\t
         ".popsection");
 #endif
 
-/* lowfat_sizes[i]: object size of region i, SIZE_MAX for a non-fat region.
+/* lowfat_sizes[i]: object size of region i, 0 for a non-fat region.
  * lowfat_magics[i]: 2^64 / size (+1 unless size is a power of two, where the
  * quotient is exact), 0 for a non-fat region, so that lowfat_base() of a
  * non-fat pointer is NULL without a range check.
+ * Both are filled when lfgc sets its heap up (its constructor or the first
+ * allocation, whichever comes first); until then every entry is 0, as no
+ * pointer is low-fat yet.  Zero outside the heap keeps the tables out of
+ * memory but for the page that holds the heap's entries.
  * lowfat_heap_top[i]: end of the part of region i the heap has used so far
  * (0 outside the heap); grows, never shrinks. */
+#ifdef LFGC_BUILDING
+extern uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE];
+extern uint64_t lowfat_magics[LOWFAT_TABLE_SIZE];
+#else
 extern const uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE];
 extern const uint64_t lowfat_magics[LOWFAT_TABLE_SIZE];
+#endif
 extern uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
 
 /* Region index of p: one shift. */
@@ -71,7 +80,8 @@ static inline size_t lowfat_index(const void *p)
  * into; SIZE_MAX when p is not a low-fat pointer. */
 static inline size_t lowfat_size(const void *p)
 {
-    return lowfat_sizes[lowfat_index(p)];
+    uint64_t size = lowfat_sizes[lowfat_index(p)];
+    return size - (size == 0);          /* 0 (not low-fat): SIZE_MAX */
 }
 
 /* Quotient p / size by fixed-point reciprocal: the slot number of p within
