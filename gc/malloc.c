@@ -253,16 +253,23 @@ static size_t usable(const struct region *r)
     return r->size;
 }
 
+/* Tails shorter than this stay when a large object shrinks in place: a
+ * program that shrinks and grows a buffer by turns would fault them in
+ * again each time (glibc's heap keeps up to its trim threshold, 128 KiB,
+ * the same way). */
+#define SHRINK_RELEASE_MIN ((uint64_t)128 << 10)
+
 /* Large object p of region r resized to n bytes in its slot (lock held):
- * when it shrinks, its pages past the new end go back to the OS (the whole
- * rest of the slot: malloc_usable_size promised it, so the program may
- * have written there); its span's size and the heap's figures follow it
- * either way. */
+ * when it shrinks by at least SHRINK_RELEASE_MIN, its pages past the new
+ * end go back to the OS (the whole rest of the slot: malloc_usable_size
+ * promised it, so the program may have written there), else they stay
+ * (freeing the object decides about the whole span, as for any large
+ * object); its span's size and the heap's figures follow it either way. */
 static void large_resize(struct region *r, void *p, size_t n)
 {
     struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
     uint64_t want = (n + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
-    if (want < s->obj_bytes)
+    if (want < s->obj_bytes && r->size - want >= SHRINK_RELEASE_MIN)
         madvise((char *)p + want, r->size - want, MADV_DONTNEED);
     lf_hs.heap_bytes = lf_hs.heap_bytes - s->obj_bytes + want;
     lf_malloc_heap_bytes = lf_malloc_heap_bytes - s->obj_bytes + want;

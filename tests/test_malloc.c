@@ -174,6 +174,39 @@ Test(malloc, realloc_shrinks_large_objects_in_place)
     free(p);
 }
 
+/* A large object shrunk by less than 128 KiB keeps the pages past its
+ * new end: a buffer that shrinks and grows by turns does not fault them
+ * in again each time (glibc keeps such tails too).  Before, every shrink
+ * gave them back: 14 faults per round here. */
+Test(malloc, realloc_keeps_short_tails)
+{
+    size_t big = 96 * KiB, small = 40 * KiB;
+    unsigned char *p = malloc(big);
+    cr_assert_not_null(p);
+    memset(p, 7, big);
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    uintptr_t was = (uintptr_t)p;
+    for (int round = 0; round < 200; round++) {
+        p = realloc(p, small);
+        cr_assert_eq((uintptr_t)p, was, "shrinking a large object moved it");
+        p = realloc(p, big);
+        cr_assert_eq((uintptr_t)p, was, "growing it back within its slot moved it");
+        cr_assert_eq(p[small - 1], 7, "round %d: content lost", round);
+        memset(p + small, (unsigned char)round, big - small);
+    }
+    getrusage(RUSAGE_SELF, &after);
+    long faults = after.ru_minflt - before.ru_minflt;
+    cr_assert_lt(faults, 100, "%ld page faults in 200 rounds of shrinking 96 KiB to 40 and "
+                 "back", faults);
+    free(p);
+    /* What calloc gets from that class is still zeroed. */
+    unsigned char *z = calloc(1, big);
+    for (size_t k = 0; k < big; k++)
+        cr_assert_eq(z[k], 0, "calloc: byte %zu is %d", k, z[k]);
+    free(z);
+}
+
 Test(malloc, alignment)
 {
     for (size_t a = 1; a <= (1 << 21); a <<= 1) {
