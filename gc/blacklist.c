@@ -69,16 +69,24 @@ bool lf_blacklisted(const struct region *r, uint64_t j)
      * a new one) in every region with a span, hit or not: ask the kernel
      * first.  The marker's store is what makes a page resident, and the
      * answer for a region's first page, where the entries of its first
-     * 256 MiB are, is kept once it is yes. */
+     * 256 MiB are, is kept: a yes for good, a no until the next
+     * collection. */
     uint8_t *entry = &lf_blacklist[(r->start >> CHUNK_SHIFT) + j];
     bool first_page = j < PAGE_SIZE;
-    if (!first_page || !__atomic_load_n(&r->bl_resident, __ATOMIC_RELAXED)) {
+    struct region *w = (struct region *)r;      /* the lock is held */
+    if (!first_page || !r->bl_resident) {
+        /* Only a collection writes hits: a no stays true until the next. */
+        if (first_page && r->bl_clean_gc == (uint32_t)GC_gc_no + 1)
+            return false;
         unsigned char in_core = 0;
         void *page = (void *)((uintptr_t)entry & ~(uintptr_t)(PAGE_SIZE - 1));
-        if (mincore(page, PAGE_SIZE, &in_core) == 0 && !(in_core & 1))
+        if (mincore(page, PAGE_SIZE, &in_core) == 0 && !(in_core & 1)) {
+            if (first_page)
+                w->bl_clean_gc = (uint32_t)GC_gc_no + 1;
             return false;
+        }
         if (first_page)
-            __atomic_store_n(&((struct region *)r)->bl_resident, 1, __ATOMIC_RELAXED);
+            w->bl_resident = 1;
     }
     uint8_t v = *entry;
     if (!v)

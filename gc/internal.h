@@ -231,6 +231,8 @@ struct region {
     uint8_t mapped;         /* metadata mapped                              */
     uint8_t reserved;       /* address range reserved at start-up           */
     uint8_t bl_resident;    /* its first page of the blacklist is resident */
+    uint32_t bl_clean_gc;   /* 1 + GC_gc_no when that page was last found
+                               not resident: no hit since, lock held */
 } __attribute__((aligned(64)));  /* 128 bytes: the marker indexes regions
                                     with one shift, not with a multiply   */
 _Static_assert(sizeof(struct region) == 128, "struct region: 128 bytes");
