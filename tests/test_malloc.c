@@ -1019,6 +1019,22 @@ Test(malloc_mode, data_segments_are_not_read)
                  "resident after mallocs", resident, sizeof vec);
 }
 
+/* The section headers of the open ELF file f (malloc'ed, *count of
+ * them), and the index of the section names' table. */
+static Elf64_Shdr *section_headers(FILE *f, unsigned *count, unsigned *names_index)
+{
+    Elf64_Ehdr eh;
+    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
+    cr_assert_eq(eh.e_shentsize, sizeof(Elf64_Shdr));
+    Elf64_Shdr *sh = malloc(eh.e_shnum * sizeof *sh);
+    cr_assert_not_null(sh);
+    cr_assert_eq(fseek(f, (long)eh.e_shoff, SEEK_SET), 0);
+    cr_assert_eq(fread(sh, sizeof sh[0], eh.e_shnum, f), eh.e_shnum);
+    *count = eh.e_shnum;
+    *names_index = eh.e_shstrndx;
+    return sh;
+}
+
 /* The section headers of the ELF file at path: sets *bss and *data to
  * the sizes of lf_unscanned_bss (0 unless NOBITS) and lf_unscanned. */
 static void unscanned_sections(const char *path, uint64_t *bss, uint64_t *data)
@@ -1026,18 +1042,14 @@ static void unscanned_sections(const char *path, uint64_t *bss, uint64_t *data)
     *bss = *data = 0;
     FILE *f = fopen(path, "rb");
     cr_assert(f, "cannot open %s", path);
-    Elf64_Ehdr eh;
-    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
-    cr_assert_eq(eh.e_shentsize, sizeof(Elf64_Shdr));
-    Elf64_Shdr sh[eh.e_shnum];
-    cr_assert_eq(fseek(f, (long)eh.e_shoff, SEEK_SET), 0);
-    cr_assert_eq(fread(sh, sizeof sh[0], eh.e_shnum, f), eh.e_shnum);
-    char names[sh[eh.e_shstrndx].sh_size + 1];
-    cr_assert_eq(fseek(f, (long)sh[eh.e_shstrndx].sh_offset, SEEK_SET), 0);
+    unsigned count, names_index;
+    Elf64_Shdr *sh = section_headers(f, &count, &names_index);
+    char names[sh[names_index].sh_size + 1];
+    cr_assert_eq(fseek(f, (long)sh[names_index].sh_offset, SEEK_SET), 0);
     cr_assert_eq(fread(names, 1, sizeof names - 1, f), sizeof names - 1);
     names[sizeof names - 1] = 0;
     fclose(f);
-    for (unsigned i = 0; i < eh.e_shnum; i++) {
+    for (unsigned i = 0; i < count; i++) {
         if (sh[i].sh_name >= sizeof names)
             continue;
         const char *name = names + sh[i].sh_name;
@@ -1046,6 +1058,7 @@ static void unscanned_sections(const char *path, uint64_t *bss, uint64_t *data)
         else if (strcmp(name, "lf_unscanned") == 0)
             *data = sh[i].sh_size;
     }
+    free(sh);
 }
 
 /* lfgc's own state costs a malloc-only process little memory: its large
@@ -1100,18 +1113,16 @@ static uint32_t section_type_at(const char *path, uint64_t vaddr)
 {
     FILE *f = fopen(path, "rb");
     cr_assert(f, "cannot open %s", path);
-    Elf64_Ehdr eh;
-    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
-    cr_assert_eq(eh.e_shentsize, sizeof(Elf64_Shdr));
-    Elf64_Shdr sh[eh.e_shnum];
-    cr_assert_eq(fseek(f, (long)eh.e_shoff, SEEK_SET), 0);
-    cr_assert_eq(fread(sh, sizeof sh[0], eh.e_shnum, f), eh.e_shnum);
+    unsigned count, names_index;
+    Elf64_Shdr *sh = section_headers(f, &count, &names_index);
     fclose(f);
-    for (unsigned i = 0; i < eh.e_shnum; i++)
+    uint32_t type = SHT_NULL;
+    for (unsigned i = 0; i < count && type == SHT_NULL; i++)
         if ((sh[i].sh_flags & SHF_ALLOC) && vaddr >= sh[i].sh_addr &&
             vaddr < sh[i].sh_addr + sh[i].sh_size)
-            return sh[i].sh_type;
-    return SHT_NULL;
+            type = sh[i].sh_type;
+    free(sh);
+    return type;
 }
 
 /* lowfat.h's tables have an entry for every region a user-space address
