@@ -33,7 +33,7 @@ LF_UNSCANNED size_t lf_extra_bytes = 1;
 
 static void groups_init(void);
 
-void lf_alloc_init(void)
+LF_MALLOC_TEXT void lf_alloc_init(void)
 {
     lf_extra_bytes = GC_all_interior_pointers ? 1 : 0;
     lf_base_only = !GC_all_interior_pointers;
@@ -53,7 +53,7 @@ void lf_alloc_init(void)
     groups_init();
 }
 
-void *lf_oom(size_t bytes)
+LF_MALLOC_TEXT void *lf_oom(size_t bytes)
 {
     refused_check();            /* no heap: that is not running out of memory */
     GC_oom_func fn = GC_oom_fn;
@@ -63,7 +63,7 @@ void *lf_oom(size_t bytes)
 /* ------------------------------------------------------------------ */
 /* Spans                                                               */
 
-static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
+LF_MALLOC_TEXT static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
 {
     uint64_t first = (r->start >> CHUNK_SHIFT) + j;
     memset(lf_chunk_map + first, kind + 1, r->span_chunks);
@@ -100,7 +100,7 @@ static __thread int tl_heir_of __attribute__((tls_model("initial-exec"))) = -1;
  * of the groups with none, the one whose last thread left last (a thread
  * that starts as another ends is likely its successor); of groups with
  * threads, the one joined longest ago. */
-static unsigned group_choose(void)
+LF_MALLOC_TEXT static unsigned group_choose(void)
 {
     int heir = tl_heir_of;
     if (heir >= 0 && !group_threads[heir])
@@ -115,7 +115,7 @@ static unsigned group_choose(void)
     return g;
 }
 
-void lf_cache_arm_free(struct thread_cache *tc)
+LF_MALLOC_TEXT void lf_cache_arm_free(struct thread_cache *tc)
 {
     if (!tc->free_grouped) {
         unsigned g = group_choose();
@@ -140,7 +140,7 @@ static __thread pid_t tl_tid __attribute__((tls_model("initial-exec")));
 
 /* In a child of fork: only the calling thread (cache tc, or none) is
  * left in its group. */
-void lf_groups_after_fork(struct thread_cache *tc)
+LF_MALLOC_TEXT void lf_groups_after_fork(struct thread_cache *tc)
 {
     tl_tid = 0;
     memset(group_threads, 0, sizeof group_threads);
@@ -148,7 +148,7 @@ void lf_groups_after_fork(struct thread_cache *tc)
         group_threads[tc->free_group] = 1;
 }
 
-void lf_tl_cache_set(struct thread_cache *tc)
+LF_MALLOC_TEXT void lf_tl_cache_set(struct thread_cache *tc)
 {
     lf_tl_cache = tc;
     lf_tl_free = (struct thread_cache *)((char *)tc - FREE_SHIFT(tc->free_group));
@@ -164,7 +164,7 @@ static bool span_unmarked(const struct region *r, uint64_t j)
     return !lf_bits_any(r->mark_bits, qa - r->q0, qb - r->q0);
 }
 
-static void span_take(struct region *r, struct span *s, unsigned kind)
+LF_MALLOC_TEXT static void span_take(struct region *r, struct span *s, unsigned kind)
 {
     lf_assert(s->state == SPAN_UNUSED);
     lf_assert(!lf_chunk_map[(r->start >> CHUNK_SHIFT) + span_chunk_index(r, s)]);
@@ -180,7 +180,7 @@ static void span_take(struct region *r, struct span *s, unsigned kind)
 /* Bytes a span counts for in the heap size: a small span its chunk, a
  * large one its object rounded to pages (the rest of its power-of-two
  * slot is never touched). */
-static uint64_t span_bytes(const struct region *r, const struct span *s)
+LF_MALLOC_TEXT static uint64_t span_bytes(const struct region *r, const struct span *s)
 {
     return r->large ? s->obj_bytes : (uint64_t)r->span_chunks << CHUNK_SHIFT;
 }
@@ -192,7 +192,7 @@ static uint64_t span_bytes(const struct region *r, const struct span *s)
  * sees those that are there before the chunk is used).  Pointer-free
  * kinds (such a word pins one object and nothing else) and uncollectable
  * ones (kept anyway) may use both. */
-static bool span_usable(const struct region *r, uint64_t j, unsigned kind)
+LF_MALLOC_TEXT static bool span_usable(const struct region *r, uint64_t j, unsigned kind)
 {
     if (lf_kinds[kind].ptrfree || lf_kinds[kind].uncollectable)
         return true;
@@ -200,7 +200,7 @@ static bool span_usable(const struct region *r, uint64_t j, unsigned kind)
 }
 
 /* Unlink and return the first span of *list that kind may use. */
-static struct span *list_take(struct region *r, struct span **list, unsigned kind)
+LF_MALLOC_TEXT static struct span *list_take(struct region *r, struct span **list, unsigned kind)
 {
     for (struct span **link = list; *link; link = &(*link)->next) {
         struct span *s = *link;
@@ -214,7 +214,7 @@ static struct span *list_take(struct region *r, struct span **list, unsigned kin
 
 /* A pooled span whose memory is still mapped: reusing it does not grow
  * the heap, so it needs no collection first.  NULL if there is none. */
-static struct span *span_reuse(unsigned c, unsigned kind)
+LF_MALLOC_TEXT static struct span *span_reuse(unsigned c, unsigned kind)
 {
     struct region *r = &lf_regions[c];
     struct span *s = list_take(r, &r->pool, kind);
@@ -224,7 +224,7 @@ static struct span *span_reuse(unsigned c, unsigned kind)
     return s;
 }
 
-static void raise_heap_top(struct region *r, uint64_t j)
+LF_MALLOC_TEXT static void raise_heap_top(struct region *r, uint64_t j)
 {
     uint64_t qa, qb;
     lf_span_slots(r, j, &qa, &qb);
@@ -239,7 +239,7 @@ static void raise_heap_top(struct region *r, uint64_t j)
 static LF_UNSCANNED uint64_t large_retained;
 
 /* A released large span that kept its pages, if the region has one. */
-static struct span *retained_take(struct region *r, unsigned kind)
+LF_MALLOC_TEXT static struct span *retained_take(struct region *r, unsigned kind)
 {
     for (struct span **link = &r->released; *link; link = &(*link)->next) {
         struct span *s = *link;
@@ -255,7 +255,7 @@ static struct span *retained_take(struct region *r, unsigned kind)
  * frontier passed because it was blacklisted then, else one from the
  * frontier.  NULL when the region is full or the heap limit would be
  * passed. */
-static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
+LF_MALLOC_TEXT static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
 {
     struct region *r = &lf_regions[c];
     if (!r->reserved || !lf_region_map_metadata(r))
@@ -303,7 +303,7 @@ static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
  *
  * large_retained_trim gives retained spans' pages back to the OS until at
  * most `keep` bytes are retained. */
-static bool large_retained_trim(uint64_t keep)
+LF_MALLOC_TEXT static bool large_retained_trim(uint64_t keep)
 {
     bool any = false;
     for (unsigned c = NUM_SMALL_CLASSES; c < NUM_CLASSES && large_retained > keep; c++) {
@@ -321,7 +321,7 @@ static bool large_retained_trim(uint64_t keep)
     return any;
 }
 
-bool lf_large_retained_release(void)
+LF_MALLOC_TEXT bool lf_large_retained_release(void)
 {
     return large_retained_trim(0);
 }
@@ -329,7 +329,7 @@ bool lf_large_retained_release(void)
 /* Whether a freed large span of `len` bytes keeps its pages.  The budget
  * follows malloc's heap down: after a bulk free the retained pages go
  * too. */
-static bool large_retain(uint64_t len)
+LF_MALLOC_TEXT static bool large_retain(uint64_t len)
 {
     uint64_t budget = lf_malloc_heap_bytes / 16;
     if (budget < LARGE_RETAIN_MIN)
@@ -347,7 +347,7 @@ static bool large_retain(uint64_t len)
 /* Put a span back in its region's pool.  Large spans give their pages
  * back at once; small ones when they have stayed unused (see
  * release_idle_spans), so that a span reused soon costs no page faults. */
-void lf_span_free(struct region *r, struct span *s)
+LF_MALLOC_TEXT void lf_span_free(struct region *r, struct span *s)
 {
     uint64_t j = span_chunk_index(r, s);
     lf_assert(s->state != SPAN_UNUSED);
@@ -392,7 +392,7 @@ void lf_span_free(struct region *r, struct span *s)
 
 /* Give a pooled small span's pages back to the OS; the caller has taken
  * it off the pool.  Returns the bytes it counted for in the heap. */
-uint64_t lf_span_release(struct region *r, struct span *s)
+LF_MALLOC_TEXT uint64_t lf_span_release(struct region *r, struct span *s)
 {
     uint64_t lo, hi;
     lf_span_memory(r, span_chunk_index(r, s), &lo, &hi);
@@ -501,7 +501,7 @@ static enum collect_reason must_collect_before_growing(uint64_t bytes, unsigned 
  * that they do not eat the collector's. */
 LF_UNSCANNED uint64_t lf_malloc_heap_bytes;
 
-static struct span *manual_grow(unsigned c, unsigned kind, uint64_t bytes)
+LF_MALLOC_TEXT static struct span *manual_grow(unsigned c, unsigned kind, uint64_t bytes)
 {
     struct span *s = span_grow(c, kind, bytes);
     if (s) {
@@ -511,7 +511,7 @@ static struct span *manual_grow(unsigned c, unsigned kind, uint64_t bytes)
     return s;
 }
 
-static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
+LF_MALLOC_TEXT static void *large_alloc(unsigned c, unsigned kind, size_t bytes)
 {
     struct region *r = &lf_regions[c];
     unsigned collections = 0;
@@ -571,7 +571,7 @@ static void set_alloc_bit(struct region *r, void *p, bool on)
  * class and kind's list: the caller takes them instead. */
 static LF_UNSCANNED struct span claim_take_free;
 
-static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
+LF_MALLOC_TEXT static struct span *claim_span(unsigned c, unsigned kind, bool *fresh)
 {
     struct class_kind *ck = class_kind_of(c, kind);
     unsigned collections = 0;
@@ -683,14 +683,14 @@ static void *alloc_locked(unsigned c, unsigned kind, size_t bytes)
  * threads share no written cache line. */
 LF_UNSCANNED volatile AO_t lf_gc_pending;
 
-void lf_sweepers_hold(void)
+LF_MALLOC_TEXT void lf_sweepers_hold(void)
 {
     AO_store_full(&lf_gc_pending, 1);
     while (lf_threads_sweeping())
         sched_yield();
 }
 
-void lf_sweepers_release(void)
+LF_MALLOC_TEXT void lf_sweepers_release(void)
 {
     AO_store_full(&lf_gc_pending, 0);
 }
@@ -715,7 +715,7 @@ static void sweep_exit(struct thread_cache *tc)
  * a few refills at a time. */
 #define ALLOCD_FLUSH ((uint64_t)64 << 10)
 
-static void count_refill(struct thread_cache *tc, uint64_t bytes)
+LF_MALLOC_TEXT static void count_refill(struct thread_cache *tc, uint64_t bytes)
 {
     tc->allocd += bytes;
     if (tc->allocd >= ALLOCD_FLUSH) {
@@ -739,7 +739,7 @@ static void count_refill(struct thread_cache *tc, uint64_t bytes)
 
 /* Slots handed to a cache per refill: a few KiB, so that caches stay
  * short (collections walk them) and the sweep stays close to use. */
-static size_t batch_slots(const struct region *r)
+LF_MALLOC_TEXT static size_t batch_slots(const struct region *r)
 {
     size_t n = 4096 / r->size;
     return n < 8 ? 8 : n;
@@ -753,7 +753,7 @@ static size_t batch_slots(const struct region *r)
  * that left are kept for the next thread (lock held). */
 static LF_UNSCANNED struct kind_cache *spare_kind_caches;
 
-static __attribute__((noinline)) struct kind_cache *
+LF_MALLOC_TEXT static __attribute__((noinline)) struct kind_cache *
 kind_cache_make(struct thread_cache *tc, unsigned kind)
 {
     lock();
@@ -800,7 +800,7 @@ static inline bool kind_cached(unsigned kind)
  * a push adds after its list is in and a take subtracts all it sees, so
  * the counts a take returns may be early or late by a concurrent push,
  * but their sum is exact (they are only used as byte counts). */
-static void remote_push(struct class_kind *ck, void **head, void **tail, size_t n)
+LF_MALLOC_TEXT static void remote_push(struct class_kind *ck, void **head, void **tail, size_t n)
 {
     AO_t old;
     do {
@@ -810,7 +810,7 @@ static void remote_push(struct class_kind *ck, void **head, void **tail, size_t 
     AO_fetch_and_add(&ck->remote_count, n);
 }
 
-static void *remote_take(struct class_kind *ck, size_t *count)
+LF_MALLOC_TEXT static void *remote_take(struct class_kind *ck, size_t *count)
 {
     if (!AO_load(&ck->remote))
         return NULL;
@@ -836,7 +836,7 @@ static LF_UNSCANNED uint8_t k_group[256], k_class[256];
 /* Slots a thread gathers per class before handing them over: a batch. */
 static LF_UNSCANNED uint32_t pend_max[NUM_SMALL_CLASSES];
 
-static void groups_init(void)
+LF_MALLOC_TEXT static void groups_init(void)
 {
     memset(k_group, 0xff, sizeof k_group);
     memset(k_class, 0xff, sizeof k_class);
@@ -860,7 +860,7 @@ static inline int slot_group(const void *p)
 /* The thread's gathered slots of class c onto their group's remote list.
  * Not counted in malloc.c's remote bytes: the group's next refill takes
  * them, and a scavenge is for memory nobody takes (the global stacks). */
-static __attribute__((noinline)) void pend_flush(struct thread_cache *tc, unsigned c)
+LF_MALLOC_TEXT static __attribute__((noinline)) void pend_flush(struct thread_cache *tc, unsigned c)
 {
     struct remote_pending *pd = &tc->pend[c];
     if (!pd->head)
@@ -882,7 +882,7 @@ static __attribute__((noinline)) void pend_flush(struct thread_cache *tc, unsign
  * another group: gathered with others of the group, then handed over a
  * batch at a time.  Not in the thread's own list, so the thread does not
  * allocate it again beside its owners' objects. */
-static __attribute__((noinline)) void remote_defer_flush(struct thread_cache *tc, unsigned g,
+LF_MALLOC_TEXT static __attribute__((noinline)) void remote_defer_flush(struct thread_cache *tc, unsigned g,
                                                           unsigned c, void *p)
 {
     struct remote_pending *pd = &tc->pend[c];
@@ -917,7 +917,7 @@ static inline void remote_defer(struct thread_cache *tc, unsigned g, unsigned c,
 /* The free slots gathered by thread tc for other groups, of class c:
  * lock held, each checked before its link is followed (tc may be
  * handing them over meanwhile). */
-uint64_t lf_pending_count(struct thread_cache *tc, unsigned c, bool (*free_slot)(void *p, unsigned c))
+LF_MALLOC_TEXT uint64_t lf_pending_count(struct thread_cache *tc, unsigned c, bool (*free_slot)(void *p, unsigned c))
 {
     uint64_t n = 0, limit = (lf_regions[c].next_chunk << CHUNK_SHIFT) / lf_regions[c].size + 1;
     void **p = __atomic_load_n((void ***)&tc->pend[c].head, __ATOMIC_RELAXED);
@@ -929,7 +929,7 @@ uint64_t lf_pending_count(struct thread_cache *tc, unsigned c, bool (*free_slot)
 }
 
 /* Take group g's remote list of class c whole; its length in *count. */
-static void **owner_take(unsigned g, unsigned c, size_t *count)
+LF_MALLOC_TEXT static void **owner_take(unsigned g, unsigned c, size_t *count)
 {
     volatile AO_t *head = &owner_remote[g].head[c];
     if (!AO_load(head))
@@ -942,7 +942,7 @@ static void **owner_take(unsigned g, unsigned c, size_t *count)
 
 /* Group g's remote list of class c onto the global list; lock held.
  * With to >= 0, the chunks of its slots become group to's. */
-static void owner_to_global(unsigned g, unsigned c, int to)
+LF_MALLOC_TEXT static void owner_to_global(unsigned g, unsigned c, int to)
 {
     size_t n;
     void **list = owner_take(g, c, &n);
@@ -967,7 +967,7 @@ static void owner_to_global(unsigned g, unsigned c, int to)
 
 /* Move the remote lists of group g (every group: g < 0) to the global
  * lists of malloc's plain kind; lock held. */
-void lf_owner_remote_drain(int g)
+LF_MALLOC_TEXT void lf_owner_remote_drain(int g)
 {
     for (unsigned i = 0; i < FREE_GROUPS; i++) {
         if (g >= 0 && i != (unsigned)g)
@@ -988,7 +988,7 @@ void lf_owner_remote_drain(int g)
  * it has just freed (cache-scratch). */
 static void group_left_release(unsigned g, unsigned c, int to);
 
-static void groups_take(struct thread_cache *tc, unsigned c)
+LF_MALLOC_TEXT static void groups_take(struct thread_cache *tc, unsigned c)
 {
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
         /* What the last thread of a group nobody joined left, before
@@ -1010,7 +1010,7 @@ static void groups_take(struct thread_cache *tc, unsigned c)
  * checked before it is followed (an owner may be taking them). */
 static uint64_t group_left_count(unsigned g, unsigned c);
 
-uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void *p, unsigned c))
+LF_MALLOC_TEXT uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void *p, unsigned c))
 {
     uint64_t n = 0, limit = (lf_regions[c].next_chunk << CHUNK_SHIFT) / lf_regions[c].size + 1;
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
@@ -1028,7 +1028,7 @@ uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void *p, unsigned c
  * fast path having failed: onto that group's remote list, by way of the
  * thread's batch.  Anything else (not the base of an object in use of a
  * span of another group, a thread with no cache) goes to the full checks. */
-LFGC_EXPORT void lfgc_private_free_slow(void *p)
+LF_MALLOC_TEXT LFGC_EXPORT void lfgc_private_free_slow(void *p)
 {
     if (unlikely(!lf_heap_initialized)) {
         lf_malloc_free_slow(p);
@@ -1054,7 +1054,7 @@ LFGC_EXPORT void lfgc_private_free_slow(void *p)
 /* The next `want` slots of a span of a manual kind, from bitmap index
  * *next: every slot there is free (the span was taken empty and malloc's
  * spans are never swept), whatever the marker wrote in their mark bits. */
-static void *link_fresh(struct region *r, uint64_t *next, uint64_t end, size_t want,
+LF_MALLOC_TEXT static void *link_fresh(struct region *r, uint64_t *next, uint64_t end, size_t want,
                         size_t *count)
 {
     uint64_t i = *next, stop = end - i > want ? i + want : end;
@@ -1071,7 +1071,7 @@ static void *link_fresh(struct region *r, uint64_t *next, uint64_t end, size_t w
 
 /* A thread's piece of the span it is sweeping (or linking, for a manual
  * kind). */
-static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned kind, size_t want,
+LF_MALLOC_TEXT static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned kind, size_t want,
                          bool plain, size_t *n)
 {
     /* Leak-finding mode takes spans whole: a slot left unlinked behind
@@ -1103,7 +1103,7 @@ static inline size_t trim_scale(unsigned kind)
 
 /* The credit of frees after a refill of `taken` slots: the list may hold
  * no more than those. */
-static int64_t refill_credit(size_t batch, size_t taken, size_t scale)
+LF_MALLOC_TEXT static int64_t refill_credit(size_t batch, size_t taken, size_t scale)
 {
     size_t high = TRIM_HIGH * scale * batch;
     return (int64_t)(taken + batch <= high ? high - taken : batch);
@@ -1119,7 +1119,7 @@ static int64_t refill_credit(size_t batch, size_t taken, size_t scale)
  * length in *plain; other refills fill the cache as usual (*plain 0,
  * NULL returned).  Without, NULL means out of memory, else the cache's
  * list is returned. */
-static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
                           unsigned kind, size_t *plain)
 {
     struct class_kind *ck = class_kind_of(c, kind);
@@ -1570,7 +1570,7 @@ void lf_cache_mark(struct thread_cache *tc)
             kind_cache_mark(tc->more[k]);
 }
 
-static void kind_cache_return(struct kind_cache *kc, unsigned k)
+LF_MALLOC_TEXT static void kind_cache_return(struct kind_cache *kc, unsigned k)
 {
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
         struct class_kind *ck = class_kind_of(c, k);
@@ -1602,7 +1602,7 @@ static void kind_cache_return(struct kind_cache *kc, unsigned k)
 
 /* The last thread of group g leaves its lists and cursors of malloc's
  * plain kind to the group's next thread (group_left).  Lock held. */
-static void group_left_put(struct thread_cache *tc, unsigned g)
+LF_MALLOC_TEXT static void group_left_put(struct thread_cache *tc, unsigned g)
 {
     struct group_left *gl = &group_left[g];
     struct kind_cache *kc = &tc->mk;
@@ -1618,7 +1618,7 @@ static void group_left_put(struct thread_cache *tc, unsigned g)
 /* A thread joins group g: it takes what the group's last thread left, as
  * its own lists (empty at registration; a class that is not goes to the
  * global list).  Lock held. */
-static void group_left_take(struct thread_cache *tc, unsigned g)
+LF_MALLOC_TEXT static void group_left_take(struct thread_cache *tc, unsigned g)
 {
     struct group_left *gl = &group_left[g];
     struct kind_cache *kc = &tc->mk;
@@ -1640,7 +1640,7 @@ static void group_left_take(struct thread_cache *tc, unsigned g)
 
 /* What group g's last thread left of class c, to the global list, the
  * chunks of its slots becoming group to's (to >= 0).  Lock held. */
-static void group_left_release(unsigned g, unsigned c, int to)
+LF_MALLOC_TEXT static void group_left_release(unsigned g, unsigned c, int to)
 {
     struct group_left *gl = &group_left[g];
     struct sweep_cursor *cur = &gl->cursor[c];
@@ -1670,7 +1670,7 @@ static void group_left_release(unsigned g, unsigned c, int to)
 
 /* Every group with no thread: what its last thread left, to the global
  * lists (a scavenge looks at them there).  Lock held. */
-void lf_groups_left_release(void)
+LF_MALLOC_TEXT void lf_groups_left_release(void)
 {
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
         if (!group_left[g].any || group_threads[g])
@@ -1682,7 +1682,7 @@ void lf_groups_left_release(void)
 }
 
 /* The free slots group g's last thread left of class c; lock held. */
-static uint64_t group_left_count(unsigned g, unsigned c)
+LF_MALLOC_TEXT static uint64_t group_left_count(unsigned g, unsigned c)
 {
     struct group_left *gl = &group_left[g];
     uint64_t n = 0;
@@ -1694,7 +1694,7 @@ static uint64_t group_left_count(unsigned g, unsigned c)
 }
 
 /* A thread leaves: its free slots go to the global lists.  Lock held. */
-void lf_cache_return(struct thread_cache *tc)
+LF_MALLOC_TEXT void lf_cache_return(struct thread_cache *tc)
 {
     count_allocated((int64_t)tc->allocd);
     count_freed_shared(tc->freed_bytes);
@@ -1742,7 +1742,7 @@ void lf_cache_return(struct thread_cache *tc)
  * otherwise.  Reads only what does not change while p is in use, so the
  * lock is not needed (frees racing for one object are the program's
  * error; a free that follows another is caught). */
-static bool check_base(void *p, struct region **rp, struct span **sp)
+LF_MALLOC_TEXT static bool check_base(void *p, struct region **rp, struct span **sp)
 {
     if (!lowfat_is_ptr(p)) {
         lf_warn("GC Warning: free or realloc of %p: not a pointer lfgc allocated; "
@@ -1778,7 +1778,7 @@ static bool check_base(void *p, struct region **rp, struct span **sp)
 
 /* Free the object at p, lock held (also for a disclaim procedure's
  * object, after a collection).  False when p is no object's base. */
-bool lf_free_held(void *p)
+LF_MALLOC_TEXT bool lf_free_held(void *p)
 {
     struct region *r;
     struct span *s;
@@ -1826,7 +1826,7 @@ bool lf_free_held(void *p)
 }
 
 /* Frees under the lock. */
-static void free_locked(void *p)
+LF_MALLOC_TEXT static void free_locked(void *p)
 {
     lock();
     lf_free_held(p);
@@ -1846,7 +1846,7 @@ static void free_locked(void *p)
  * walks at most TRIM_HIGH batches (recently freed slots) and then leaves
  * at least as many frees as it walked slots before the next.  malloc's
  * kinds have TRIM_MANUAL times the high and middle bounds. */
-static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+LF_MALLOC_TEXT static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
                          unsigned kind, size_t batch)
 {
     size_t high = TRIM_HIGH * trim_scale(kind) * batch, low = TRIM_LOW * batch;
@@ -1878,7 +1878,7 @@ static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigne
  * use) onto the calling thread's list, where the free fast path would
  * have put it, wiped and at a random place in the hardened mode; the
  * list is trimmed once the fast path's credit of frees is spent. */
-void lf_manual_free_small(void *p, unsigned c)
+LF_MALLOC_TEXT void lf_manual_free_small(void *p, unsigned c)
 {
     if (unlikely(lf_tl_cache == &lf_empty_cache)) {
         /* The thread registers: see group_choose. */
@@ -1928,7 +1928,7 @@ void lf_manual_free_small(void *p, unsigned c)
  * thread id in the mutex.  In malloc mode the collector's own
  * allocations come from malloc, some with the lock held: the first
  * collection starts the marker's helpers, and pthread_create allocates. */
-static bool lock_is_mine(void)
+LF_MALLOC_TEXT static bool lock_is_mine(void)
 {
     if (unlikely(!tl_tid))
         tl_tid = gettid();
@@ -1937,7 +1937,7 @@ static bool lock_is_mine(void)
 
 /* A slot of malloc's small class c, the lock held by the caller: from the
  * global list, or a span claimed and linked whole onto it. */
-static void *manual_alloc_held(unsigned c, unsigned kind)
+LF_MALLOC_TEXT static void *manual_alloc_held(unsigned c, unsigned kind)
 {
     struct class_kind *ck = class_kind_of(c, kind);
     struct region *r = &lf_regions[c];
@@ -1961,7 +1961,7 @@ static void *manual_alloc_held(unsigned c, unsigned kind)
 
 /* One object of malloc's (kind: a manual kind), class c, never through
  * the collection policy.  NULL when out of memory. */
-void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind)
+LF_MALLOC_TEXT void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind)
 {
     if (unlikely(c >= NUM_CLASSES || !lf_regions[c].reserved || !ensure_cached()))
         return NULL;

@@ -27,7 +27,7 @@ LF_UNSCANNED uint8_t lf_bl_epoch = 1;
  * collections (or a minor collection since). */
 #define BL_EPOCHS 2
 
-bool lf_blacklist_init(void)
+LF_MALLOC_TEXT bool lf_blacklist_init(void)
 {
     uint64_t bytes = LOWFAT_HEAP_END >> CHUNK_SHIFT;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -50,7 +50,7 @@ bool lf_blacklist_init(void)
  * of region). */
 #define BL_HORIZON ((uint64_t)256 << 20)
 
-void lf_blacklist_horizon(struct region *r)
+LF_MALLOC_TEXT void lf_blacklist_horizon(struct region *r)
 {
     uint64_t room = r->usable_end > r->start ? r->usable_end - r->start : 0;
     uint64_t want = 2 * (r->next_chunk << CHUNK_SHIFT) + BL_HORIZON;

@@ -35,7 +35,7 @@ uint64_t lf_now_ns(void)
 
 /* A size as bdwgc reads it from the environment: a number with an
  * optional k, m or g suffix. */
-size_t lf_env_size(const char *name, size_t dflt, bool *found)
+LF_MALLOC_TEXT size_t lf_env_size(const char *name, size_t dflt, bool *found)
 {
     const char *s = getenv(name);
     *found = false;
@@ -78,7 +78,7 @@ static void read_environment(void)
 
 /* The heap: enough for uncollectable allocation, which needs no
  * collection (see lf_ensure_init). */
-static void heap_once_fn(void)
+LF_MALLOC_TEXT static void heap_once_fn(void)
 {
     lf_threads_init();
     lf_alloc_init();
@@ -114,7 +114,7 @@ static void init_once_fn(void)
  * libraries initialised earlier, the dynamic linker) may allocate. */
 static LF_UNSCANNED pthread_once_t layout_once = PTHREAD_ONCE_INIT;
 
-static void layout_once_fn(void)
+LF_MALLOC_TEXT static void layout_once_fn(void)
 {
     lf_layout_ok = lf_layout_init() && lf_blacklist_init();
     lf_roots_init();
@@ -122,7 +122,7 @@ static void layout_once_fn(void)
 
 static LF_UNSCANNED pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 
-void lf_ensure_heap(void)
+LF_MALLOC_TEXT void lf_ensure_heap(void)
 {
     if (likely(lf_gc_initialized))
         return;
@@ -143,7 +143,7 @@ void lf_ensure_init(void)
 
 /* Reserve the regions as soon as the library is loaded, before the program
  * maps anything else. */
-__attribute__((constructor(101))) static void lfgc_load(void)
+LF_MALLOC_TEXT __attribute__((constructor(101))) static void lfgc_load(void)
 {
     pthread_once(&layout_once, layout_once_fn);
 }
@@ -154,7 +154,7 @@ __attribute__((constructor(101))) static void lfgc_load(void)
 /* Register fn to run at hook point `at` of every collection, after those
  * registered before it.  Called during initialisation (a fixed table: an
  * internal caller that needs more slots gets a clear abort). */
-void lf_hook_add(enum lf_hook_point at, lf_hook_fn fn)
+LF_MALLOC_TEXT void lf_hook_add(enum lf_hook_point at, lf_hook_fn fn)
 {
     if (at >= LF_HOOK_POINTS || hook_count[at] == HOOKS_MAX) {
         fprintf(stderr, "lfgc: internal error: no room for hook %d\n", (int)at);

@@ -253,7 +253,7 @@ LFGC_EXPORT GC_on_heap_resize_proc GC_get_on_heap_resize(void)
     return fn;
 }
 
-void lf_heap_resized(uint64_t heap_bytes)
+LF_MALLOC_TEXT void lf_heap_resized(uint64_t heap_bytes)
 {
     GC_on_heap_resize_proc fn = GC_on_heap_resize;
     if (fn)

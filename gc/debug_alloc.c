@@ -201,7 +201,7 @@ static void debug_after_restart(void)
     found_n = found_lost = 0;
 }
 
-void lf_debug_alloc_init(void)
+LF_MALLOC_TEXT void lf_debug_alloc_init(void)
 {
     lf_hook_add(LF_HOOK_AFTER_MARK, debug_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, debug_after_restart);

@@ -63,7 +63,7 @@ static LF_UNSCANNED pid_t owner_pid;             /* the process the descriptors 
 /* Forget the userfaultfd, closing it only if the number still names one
  * (the program may have closed ours, and the number may be reused):
  * closing it unregisters the regions. */
-static void uffd_drop(void)
+LF_MALLOC_TEXT static void uffd_drop(void)
 {
     char path[32], link[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", uffd);
@@ -76,7 +76,7 @@ static void uffd_drop(void)
     uffd = -1;
 }
 
-static bool register_with_uffd(void)
+LF_MALLOC_TEXT static bool register_with_uffd(void)
 {
     if (uffd < 0) {
         int fd = (int)syscall(SYS_userfaultfd,
@@ -120,7 +120,7 @@ static bool register_regions(void)
 /* Turn generational collection on or off.  On only if the kernel can
  * track writes: the regions are registered at once (the first collection
  * then finds every page written, and is full). */
-void lf_dirty_init(bool enable)
+LF_MALLOC_TEXT void lf_dirty_init(bool enable)
 {
     wanted = enable && lf_layout_ok && (tracking || register_regions());
     if (!wanted) {
@@ -526,7 +526,7 @@ void lf_dirty_protect(bool full)
 
 /* In a child after fork() the regions are no longer registered (the
  * descriptor belongs to the parent's registration). */
-void lf_dirty_after_fork(void)
+LF_MALLOC_TEXT void lf_dirty_after_fork(void)
 {
     uffd_drop();
     pagemap_drop();

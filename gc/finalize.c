@@ -291,7 +291,7 @@ static void table_tidy(struct table *t)
 /* ------------------------------------------------------------------ */
 /* Registration                                                         */
 
-size_t lf_finalize_entries(void)
+LF_MALLOC_TEXT size_t lf_finalize_entries(void)
 {
     return fz.fins.n + fz.links[0].n + fz.links[1].n;
 }

@@ -51,6 +51,15 @@
  * the linker merges into .bss without bounds: the type is written into
  * the directive, and '#' comments out the flags GCC appends to it. */
 #define LF_UNSCANNED_BSS __attribute__((section("lf_unscanned_bss,\"aw\",@nobits#")))
+/* The code a process runs when it uses lfgc only as its malloc: start-up,
+ * malloc, free and their slow paths, threads' first allocation and exit,
+ * fork.  The linker lays .text.sorted.* out at the start of .text, so that
+ * this code is a few pages together: a read fault maps the cached pages
+ * around it, 64 KiB at a time (fault-around), and with malloc's code
+ * spread over the file such a process had all of liblfgc's code resident.
+ * LF_MALLOC_TEXT_END marks where the group ends (malloc_mode tests). */
+#define LF_MALLOC_TEXT __attribute__((section(".text.sorted.lfgc_1_malloc")))
+#define LF_MALLOC_TEXT_END __attribute__((section(".text.sorted.lfgc_2_end"), used, noinline))
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 

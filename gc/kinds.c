@@ -52,7 +52,7 @@ LF_UNSCANNED uint8_t lf_kind_mark[MAX_KINDS + 1] = {
 static LF_UNSCANNED unsigned num_kinds = NUM_PREDEFINED_KINDS;     /* lock held to change */
 LF_UNSCANNED bool lf_kinds_rescan_minor;
 
-unsigned lf_kinds_made(void)
+LF_MALLOC_TEXT unsigned lf_kinds_made(void)
 {
     return __atomic_load_n(&num_kinds, __ATOMIC_ACQUIRE);
 }

@@ -54,7 +54,7 @@ static const uint64_t class_sizes[NUM_CLASSES] = {
 #undef CLASS_SIZE
 };
 
-static void fill_tables(void)
+LF_MALLOC_TEXT static void fill_tables(void)
 {
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         uint64_t s = class_sizes[c];
@@ -82,7 +82,7 @@ _Static_assert(LOWFAT_FIRST_REGION >= 1, "region 0 is non-fat");
 _Static_assert(LOWFAT_FIRST_REGION + NUM_CLASSES <= LOWFAT_TABLE_SIZE,
                "the regions must lie in user space");
 
-static void *map_noreserve(size_t bytes)
+LF_MALLOC_TEXT static void *map_noreserve(size_t bytes)
 {
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -91,20 +91,22 @@ static void *map_noreserve(size_t bytes)
 
 /* Slot count (q - q0) bound of a region: p * (s - r) < 2^64, r = 2^64 mod s,
  * is what keeps the reciprocal exact for every byte below p. */
-static uint64_t precision_limit(uint64_t size)
+LF_MALLOC_TEXT static uint64_t precision_limit(uint64_t size)
 {
     if ((size & (size - 1)) == 0)
         return UINT64_MAX;                    /* exact quotient */
-    uint64_t r = (uint64_t)(((unsigned __int128)1 << 64) % size);
+    /* 2^64 mod size, in 64 bits: a 128-bit remainder is a libgcc call
+     * laid out away from the rest of the start-up code. */
+    uint64_t r = (UINT64_MAX % size + 1) % size;
     return UINT64_MAX / (size - r);
 }
 
-static bool precision_ok(const struct region *r, uint64_t addr)
+LF_MALLOC_TEXT static bool precision_ok(const struct region *r, uint64_t addr)
 {
     return lowfat_slot_number((void *)addr) == addr / r->size;
 }
 
-static bool reserve_region(unsigned c)
+LF_MALLOC_TEXT static bool reserve_region(unsigned c)
 {
     struct region *r = &lf_regions[c];
     void *want = (void *)r->start;
@@ -168,7 +170,7 @@ struct heap_owner {
     char path[PAGE_SIZE - 16];
 };
 
-static const char *own_path(void)
+LF_MALLOC_TEXT static const char *own_path(void)
 {
     Dl_info di;
     if (dladdr((void *)(uintptr_t)&lf_layout_init, &di) && di.dli_fname && di.dli_fname[0])
@@ -195,7 +197,7 @@ void lf_refused_abort(void)
     abort();
 }
 
-static bool claim_heap(void)
+LF_MALLOC_TEXT static bool claim_heap(void)
 {
     void *want = (void *)(LOWFAT_HEAP_START - PAGE_SIZE);
     void *got = mmap(want, PAGE_SIZE, PROT_READ | PROT_WRITE,
@@ -229,7 +231,7 @@ static bool claim_heap(void)
     return true;
 }
 
-bool lf_layout_init(void)
+LF_MALLOC_TEXT bool lf_layout_init(void)
 {
     fill_tables();
     if (!claim_heap())
@@ -300,7 +302,7 @@ bool lf_layout_init(void)
     return true;
 }
 
-bool lf_region_map_metadata(struct region *r)
+LF_MALLOC_TEXT bool lf_region_map_metadata(struct region *r)
 {
     if (r->mapped)
         return true;
@@ -315,7 +317,7 @@ bool lf_region_map_metadata(struct region *r)
     return true;
 }
 
-void lf_span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend)
+LF_MALLOC_TEXT void lf_span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend)
 {
     uint64_t lo = r->start + (j << CHUNK_SHIFT);
     uint64_t hi = lo + ((uint64_t)r->span_chunks << CHUNK_SHIFT);
@@ -326,7 +328,7 @@ void lf_span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_
     *qend = b < qlast ? b : qlast;
 }
 
-void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
+LF_MALLOC_TEXT void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
 {
     uint64_t qa, qb;
     lf_span_slots(r, j, &qa, &qb);
@@ -338,7 +340,7 @@ void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *
         *hi = *lo;
 }
 
-uint64_t lf_class_of_size(size_t bytes)
+LF_MALLOC_TEXT uint64_t lf_class_of_size(size_t bytes)
 {
     if (bytes <= SMALL_REQUEST_MAX) {
         for (unsigned c = 0; c < NUM_CLASSES; c++)

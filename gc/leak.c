@@ -121,7 +121,7 @@ static void leak_exit_check(void)
     }
 }
 
-void lf_leak_init(void)
+LF_MALLOC_TEXT void lf_leak_init(void)
 {
     lf_hook_add(LF_HOOK_AFTER_MARK, leak_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, leak_after_restart);

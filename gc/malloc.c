@@ -36,13 +36,13 @@ static LF_UNSCANNED volatile AO_t remote_bytes;
 static LF_UNSCANNED pthread_once_t malloc_once = PTHREAD_ONCE_INIT;
 static LF_UNSCANNED bool malloc_ready;
 
-static bool env_is(const char *name, const char *value)
+LF_MALLOC_TEXT static bool env_is(const char *name, const char *value)
 {
     const char *v = getenv(name);
     return v && strcmp(v, value) == 0;
 }
 
-static void malloc_once_fn(void)
+LF_MALLOC_TEXT static void malloc_once_fn(void)
 {
     lf_ensure_heap();
     lf_malloc_wipe = env_is("LFGC_MALLOC_WIPE", "1");
@@ -99,7 +99,7 @@ static void bad_pointer(const char *call, const void *p, const char *what, const
 /* What p is, when it is not the base of a malloc'ed object in use; NULL
  * when it is (*rp its region).  Reads only what does not change while an
  * object is in use, as GC_free's check does. */
-static const char *classify(const void *p, struct region **rp, const void **basep)
+LF_MALLOC_TEXT static const char *classify(const void *p, struct region **rp, const void **basep)
 {
     *basep = NULL;
     if (!lowfat_is_ptr(p) || !lf_heap_initialized) {
@@ -133,7 +133,7 @@ static const char *classify(const void *p, struct region **rp, const void **base
 /* Free                                                                 */
 
 /* p validated (a malloc'ed object in use of region r). */
-static void free_valid(void *p, struct region *r)
+LF_MALLOC_TEXT static void free_valid(void *p, struct region *r)
 {
     unsigned c = (unsigned)(r - lf_regions);
     if (c < NUM_SMALL_CLASSES) {
@@ -145,13 +145,13 @@ static void free_valid(void *p, struct region *r)
     unlock();
 }
 
-void lf_malloc_free_checked(void *p, struct region *r)
+LF_MALLOC_TEXT void lf_malloc_free_checked(void *p, struct region *r)
 {
     malloc_ensure();
     free_valid(p, r);
 }
 
-void lf_malloc_free_slow(void *p)
+LF_MALLOC_TEXT void lf_malloc_free_slow(void *p)
 {
     if (!p)
         return;
@@ -170,7 +170,7 @@ void lf_malloc_free_slow(void *p)
  * runs too; anything it does not take (NULL, foreign pointers, large
  * objects, the hardened modes, a thread without a cache) goes to the
  * slow path, which says what is wrong. */
-LFGC_EXPORT void lfgc_free(void *p)
+LF_MALLOC_TEXT LFGC_EXPORT void lfgc_free(void *p)
 {
     if (likely(lf_free_fast(p, lf_tl_free)))
         return;
@@ -180,14 +180,14 @@ LFGC_EXPORT void lfgc_free(void *p)
 /* ------------------------------------------------------------------ */
 /* Allocation                                                           */
 
-static unsigned malloc_class(size_t n)
+LF_MALLOC_TEXT static unsigned malloc_class(size_t n)
 {
     if (n <= SMALL_REQUEST_MAX)
         return lf_malloc_class[n];
     return (unsigned)lf_class_of_size(n);
 }
 
-static void *alloc_class(unsigned c, size_t n)
+LF_MALLOC_TEXT static void *alloc_class(unsigned c, size_t n)
 {
     if (c >= NUM_CLASSES) {
         errno = ENOMEM;
@@ -200,13 +200,13 @@ static void *alloc_class(unsigned c, size_t n)
     return p;
 }
 
-static __attribute__((noinline)) void *malloc_slow(size_t n)
+LF_MALLOC_TEXT static __attribute__((noinline)) void *malloc_slow(size_t n)
 {
     malloc_ensure();
     return alloc_class(malloc_class(n), n);
 }
 
-LFGC_EXPORT void *lfgc_malloc(size_t n)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_malloc(size_t n)
 {
     if (likely(n <= SMALL_REQUEST_MAX)) {
         unsigned c = lf_malloc_class[n];
@@ -223,7 +223,7 @@ LFGC_EXPORT void *lfgc_malloc(size_t n)
     return malloc_slow(n);
 }
 
-LFGC_EXPORT void *lfgc_calloc(size_t count, size_t size)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_calloc(size_t count, size_t size)
 {
     size_t n;
     if (__builtin_mul_overflow(count, size, &n)) {
@@ -248,7 +248,7 @@ LFGC_EXPORT void *lfgc_calloc(size_t count, size_t size)
 }
 
 /* Usable bytes of malloc's object at base p: its slot. */
-static size_t usable(const struct region *r)
+LF_MALLOC_TEXT static size_t usable(const struct region *r)
 {
     return r->size;
 }
@@ -265,7 +265,7 @@ static size_t usable(const struct region *r)
  * promised it, so the program may have written there), else they stay
  * (freeing the object decides about the whole span, as for any large
  * object); its span's size and the heap's figures follow it either way. */
-static void large_resize(struct region *r, void *p, size_t n)
+LF_MALLOC_TEXT static void large_resize(struct region *r, void *p, size_t n)
 {
     struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
     uint64_t want = (n + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
@@ -276,7 +276,7 @@ static void large_resize(struct region *r, void *p, size_t n)
     s->obj_bytes = want;
 }
 
-LFGC_EXPORT void *lfgc_realloc(void *p, size_t n)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_realloc(void *p, size_t n)
 {
     if (!p)
         return lfgc_malloc(n);
@@ -315,7 +315,7 @@ LFGC_EXPORT void *lfgc_realloc(void *p, size_t n)
     return q;
 }
 
-LFGC_EXPORT void *lfgc_reallocarray(void *p, size_t count, size_t size)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_reallocarray(void *p, size_t count, size_t size)
 {
     size_t n;
     if (__builtin_mul_overflow(count, size, &n)) {
@@ -328,7 +328,7 @@ LFGC_EXPORT void *lfgc_reallocarray(void *p, size_t count, size_t size)
 /* An object of n bytes at a multiple of align (a power of two): slots lie
  * at multiples of their size, so the first class at least n long whose
  * size is a multiple of align gives it with no padding. */
-static void *aligned(size_t align, size_t n)
+LF_MALLOC_TEXT static void *aligned(size_t align, size_t n)
 {
     if (align <= 16)
         return lfgc_malloc(n);
@@ -342,12 +342,12 @@ static void *aligned(size_t align, size_t n)
     return NULL;
 }
 
-static bool power_of_two(size_t x)
+LF_MALLOC_TEXT static bool power_of_two(size_t x)
 {
     return x && !(x & (x - 1));
 }
 
-LFGC_EXPORT void *lfgc_memalign(size_t align, size_t n)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_memalign(size_t align, size_t n)
 {
     /* glibc's: a non-power-of-two alignment is rounded up. */
     if (align > ((size_t)1 << 63)) {
@@ -359,7 +359,7 @@ LFGC_EXPORT void *lfgc_memalign(size_t align, size_t n)
     return aligned(align, n);
 }
 
-LFGC_EXPORT void *lfgc_aligned_alloc(size_t align, size_t n)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_aligned_alloc(size_t align, size_t n)
 {
     if (!power_of_two(align)) {
         errno = EINVAL;
@@ -368,7 +368,7 @@ LFGC_EXPORT void *lfgc_aligned_alloc(size_t align, size_t n)
     return aligned(align, n);
 }
 
-LFGC_EXPORT int lfgc_posix_memalign(void **out, size_t align, size_t n)
+LF_MALLOC_TEXT LFGC_EXPORT int lfgc_posix_memalign(void **out, size_t align, size_t n)
 {
     if (!power_of_two(align) || align % sizeof(void *) != 0)
         return EINVAL;
@@ -382,12 +382,12 @@ LFGC_EXPORT int lfgc_posix_memalign(void **out, size_t align, size_t n)
     return 0;
 }
 
-LFGC_EXPORT void *lfgc_valloc(size_t n)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_valloc(size_t n)
 {
     return aligned(PAGE_SIZE, n);
 }
 
-LFGC_EXPORT void *lfgc_pvalloc(size_t n)
+LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_pvalloc(size_t n)
 {
     if (n > SIZE_MAX - PAGE_SIZE) {
         errno = ENOMEM;
@@ -396,7 +396,7 @@ LFGC_EXPORT void *lfgc_pvalloc(size_t n)
     return aligned(PAGE_SIZE, (n + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1));
 }
 
-LFGC_EXPORT size_t lfgc_malloc_usable_size(void *p)
+LF_MALLOC_TEXT LFGC_EXPORT size_t lfgc_malloc_usable_size(void *p)
 {
     if (!p)
         return 0;
@@ -413,7 +413,7 @@ LFGC_EXPORT size_t lfgc_malloc_usable_size(void *p)
 /* ------------------------------------------------------------------ */
 /* Giving memory back                                                   */
 
-void lf_malloc_remote_taken(uint64_t bytes)
+LF_MALLOC_TEXT void lf_malloc_remote_taken(uint64_t bytes)
 {
     AO_t now = AO_load(&remote_bytes);
     while (!AO_compare_and_swap(&remote_bytes, now, now > bytes ? now - bytes : 0))
@@ -422,7 +422,7 @@ void lf_malloc_remote_taken(uint64_t bytes)
 
 static bool scavenge(void);
 
-void lf_malloc_remote_pushed(uint64_t bytes)
+LF_MALLOC_TEXT void lf_malloc_remote_pushed(uint64_t bytes)
 {
     AO_t now = AO_fetch_and_add(&remote_bytes, bytes) + bytes;
     uint64_t heap = __atomic_load_n(&lf_malloc_heap_bytes, __ATOMIC_RELAXED);
@@ -434,7 +434,7 @@ void lf_malloc_remote_pushed(uint64_t bytes)
     }
 }
 
-static void bits_set(uint64_t *bits, uint64_t i, bool on)
+LF_MALLOC_TEXT static void bits_set(uint64_t *bits, uint64_t i, bool on)
 {
     if (on)
         bits[i >> 6] |= 1ull << (i & 63);
@@ -442,7 +442,7 @@ static void bits_set(uint64_t *bits, uint64_t i, bool on)
         bits[i >> 6] &= ~(1ull << (i & 63));
 }
 
-static bool bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
+LF_MALLOC_TEXT static bool bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
 {
     for (uint64_t i = from; i < to; i++)
         if (!((bits[i >> 6] >> (i & 63)) & 1))
@@ -450,7 +450,7 @@ static bool bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
     return true;
 }
 
-static void bits_clear(uint64_t *bits, uint64_t from, uint64_t to)
+LF_MALLOC_TEXT static void bits_clear(uint64_t *bits, uint64_t from, uint64_t to)
 {
     for (uint64_t i = from; i < to; i++)
         bits_set(bits, i, false);
@@ -462,7 +462,7 @@ static void bits_clear(uint64_t *bits, uint64_t from, uint64_t to)
  * swept, and a collection (which may have marked some of their slots)
  * runs only with the lock.  Slots in thread caches, or not yet linked by
  * a thread's cursor, keep their span. */
-static bool scavenge(void)
+LF_MALLOC_TEXT static bool scavenge(void)
 {
     unsigned kind = lf_malloc_small_kind;
     bool released = false;
@@ -549,7 +549,7 @@ static bool scavenge(void)
     return released;
 }
 
-LFGC_EXPORT int lfgc_malloc_trim(size_t pad)
+LF_MALLOC_TEXT LFGC_EXPORT int lfgc_malloc_trim(size_t pad)
 {
     (void)pad;
     if (!lf_heap_initialized)
@@ -682,7 +682,7 @@ LFGC_EXPORT struct mallinfo lfgc_mallinfo(void)
 
 static __thread uint64_t rng_state __attribute__((tls_model("initial-exec")));
 
-static uint64_t rng_next(void)
+LF_MALLOC_TEXT static uint64_t rng_next(void)
 {
     uint64_t x = rng_state;
     if (!x)
@@ -697,7 +697,7 @@ static uint64_t rng_next(void)
 /* A freed slot goes in at a random place among the first few of the
  * list, so that the next allocations do not come in the reverse order of
  * the frees. */
-void lf_malloc_insert_random(void **head, void *p)
+LF_MALLOC_TEXT void lf_malloc_insert_random(void **head, void *p)
 {
     void **at = *head;
     unsigned k = (unsigned)(rng_next() % 8);
@@ -713,7 +713,7 @@ void lf_malloc_insert_random(void **head, void *p)
 }
 
 /* A refilled list in a random order (Fisher-Yates over its first 256). */
-void lf_malloc_shuffle_list(void **head)
+LF_MALLOC_TEXT void lf_malloc_shuffle_list(void **head)
 {
     void *v[256];
     size_t n = 0;
@@ -731,4 +731,11 @@ void lf_malloc_shuffle_list(void **head)
     for (size_t i = 0; i < n; i++)
         ((void **)v[i])[0] = link_encode(i + 1 < n ? v[i + 1] : rest);
     *head = v[0];
+}
+
+/* The end of the malloc-mode code group (LF_MALLOC_TEXT in internal.h):
+ * tests/test_malloc checks that such a process's resident code lies
+ * before it. */
+LF_MALLOC_TEXT_END void lf_malloc_text_end(void)
+{
 }

@@ -877,7 +877,7 @@ void lf_mark_set_markers(unsigned n)
     marking.requested_markers = n;
 }
 
-void lf_mark_init(void)
+LF_MALLOC_TEXT void lf_mark_init(void)
 {
     bool found;
     marking.stack_limit = lf_env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
@@ -898,7 +898,7 @@ void lf_mark_init(void)
                false);
 }
 
-unsigned lf_mark_markers(void)
+LF_MALLOC_TEXT unsigned lf_mark_markers(void)
 {
     return marking.num_helpers + 1;
 }
@@ -1121,7 +1121,7 @@ void lf_mark_finish(void)
 }
 
 /* After fork() only the forking thread exists: helpers must be made anew. */
-void lf_mark_after_fork(void)
+LF_MALLOC_TEXT void lf_mark_after_fork(void)
 {
     marking.helpers_started = 0;
     AO_store(&marking.sleeping_helpers, 0);

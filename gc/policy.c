@@ -93,7 +93,7 @@ static LF_UNSCANNED struct policy {
 } policy;
 
 /* The settings bdwgc reads from the environment for its policy. */
-void lf_policy_init(void)
+LF_MALLOC_TEXT void lf_policy_init(void)
 {
     bool found;
     lf_hs.heap_target = lf_env_size("GC_INITIAL_HEAP_SIZE", MIN_EXPANSION, &found);

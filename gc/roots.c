@@ -46,7 +46,7 @@ static bool range_set_reserve(struct range_set *s)
     return lf_array_reserve((void **)&s->r, &s->cap, s->n, sizeof *s->r, 256);
 }
 
-static void exclude(uintptr_t lo, uintptr_t hi)
+LF_MALLOC_TEXT static void exclude(uintptr_t lo, uintptr_t hi)
 {
     if (lo >= hi || !range_set_reserve(&excluded))
         return;
@@ -65,7 +65,7 @@ static void exclude(uintptr_t lo, uintptr_t hi)
 extern char __start_lf_unscanned[], __stop_lf_unscanned[];
 extern char __start_lf_unscanned_bss[], __stop_lf_unscanned_bss[];
 
-void lf_roots_init(void)
+LF_MALLOC_TEXT void lf_roots_init(void)
 {
     /* lfgc's own state (free-list heads, region bounds, sizes) is no
      * root, in whatever object it was linked. */

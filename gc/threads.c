@@ -217,7 +217,7 @@ struct tls_search {
     uintptr_t tp, map_lo, lo, hi;
 };
 
-static int tls_block_of(struct dl_phdr_info *info, size_t size, void *data)
+LF_MALLOC_TEXT static int tls_block_of(struct dl_phdr_info *info, size_t size, void *data)
 {
     struct tls_search *ts = data;
     if (size < offsetof(struct dl_phdr_info, dlpi_tls_data) + sizeof info->dlpi_tls_data ||
@@ -259,14 +259,14 @@ static __thread bool tl_registering __attribute__((tls_model("initial-exec")));
 
 static void exit_destructor(void *arg);
 
-static void exit_key_create(void)
+LF_MALLOC_TEXT static void exit_key_create(void)
 {
     if (pthread_key_create(&thr.exit_key, exit_destructor) != 0) {
         lf_abort("lfgc: no pthread key left for the thread exit hook");
     }
 }
 
-__attribute__((constructor(101))) static void threads_load(void)
+LF_MALLOC_TEXT __attribute__((constructor(101))) static void threads_load(void)
 {
     pthread_once(&thr.exit_key_once, exit_key_create);
 }
@@ -299,7 +299,7 @@ static void arm_exit_hook(struct thread_rec *rec)
  * lock not held.  Calls nothing that allocates, but pthread_setspecific
  * for a key of 32 or more (see arm_exit_hook), made once the thread cache
  * is in place. */
-static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
+LF_MALLOC_TEXT static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
 {
     if (tl_registering)
         return NULL;
@@ -367,7 +367,7 @@ static struct thread_rec *register_self(uintptr_t bottom, bool manual_only)
 /* The calling thread leaves: its free slots go back to the heap and its
  * stack is no longer scanned; the record stays (with the return value)
  * until the thread is joined, unless it is detached. */
-static void unregister_self(void *retval, bool keep_record)
+LF_MALLOC_TEXT static void unregister_self(void *retval, bool keep_record)
 {
     struct thread_rec *me = tl_self;
     if (!me)
@@ -396,14 +396,14 @@ static __thread bool tl_exited __attribute__((tls_model("initial-exec")));
 
 /* Key destructor: a thread that exits without going through our wrapper
  * (registered by hand, or on its first allocation). */
-static void exit_destructor(void *arg)
+LF_MALLOC_TEXT static void exit_destructor(void *arg)
 {
     (void)arg;
     unregister_self(NULL, false);
     tl_exited = true;
 }
 
-struct thread_cache *lf_thread_cache_for_free(bool manual)
+LF_MALLOC_TEXT struct thread_cache *lf_thread_cache_for_free(bool manual)
 {
     if (tl_exited && !tl_self)
         return NULL;
@@ -446,7 +446,7 @@ struct thread_cache *lf_thread_cache_create(void)
     return me ? &me->cache : NULL;
 }
 
-struct thread_cache *lf_thread_cache_create_manual(void)
+LF_MALLOC_TEXT struct thread_cache *lf_thread_cache_create_manual(void)
 {
     struct thread_rec *me = tl_self;
     if (!me)
@@ -466,7 +466,7 @@ void lf_caches_each(void (*fn)(struct thread_cache *tc, void *arg), void *arg)
         fn(&t->cache, arg);
 }
 
-bool lf_threads_sweeping(void)
+LF_MALLOC_TEXT bool lf_threads_sweeping(void)
 {
     for (struct thread_rec *t = thr.registry; t; t = t->next)
         if (AO_load_full(&t->cache.sweeping))
@@ -642,7 +642,7 @@ static void mark_stack_range(uintptr_t lo, uintptr_t hi)
 /* The readable mapping holding addr, from /proc/self/maps, read with bare
  * system calls: the world is stopped, and a stopped thread may hold
  * malloc's or stdio's lock. */
-static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+LF_MALLOC_TEXT static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
 {
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -929,20 +929,20 @@ void lf_stacks_mark(void)
 
 /* Like a collection, fork waits for threads sweeping outside the lock:
  * the child must not inherit a half-built list. */
-static void atfork_prepare(void)
+LF_MALLOC_TEXT static void atfork_prepare(void)
 {
     lock();
     lf_sweepers_hold();
 }
 
-static void atfork_parent(void)
+LF_MALLOC_TEXT static void atfork_parent(void)
 {
     lf_sweepers_release();
     unlock();
 }
 
 /* Only the forking thread exists in the child. */
-static void atfork_child(void)
+LF_MALLOC_TEXT static void atfork_child(void)
 {
     struct thread_rec *me = tl_self;
     struct thread_rec *t = thr.registry;
@@ -972,7 +972,7 @@ static void atfork_child(void)
     pthread_mutexattr_destroy(&attr);
 }
 
-void lf_threads_init(void)
+LF_MALLOC_TEXT void lf_threads_init(void)
 {
     sem_init(&thr.ack_sem, 0, 0);
     pthread_once(&thr.exit_key_once, exit_key_create);
@@ -997,13 +997,22 @@ void lf_threads_collection_on(void)
     lf_fork_handlers_install();
 }
 
-static void fork_handlers_once_fn(void)
+/* pthread_atfork is a stub from libc_nonshared.a, linked at the end of
+ * the library's code, far from the rest of the start-up code (see
+ * LF_MALLOC_TEXT): call what it calls, libc's __register_atfork (public
+ * since glibc 2.3.2), with this library's handle, so that dlclose drops
+ * the handlers. */
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                             void *dso_handle);
+extern void *__dso_handle __attribute__((weak));
+
+LF_MALLOC_TEXT static void fork_handlers_once_fn(void)
 {
     if (thr.handle_fork != -1)
-        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        __register_atfork(atfork_prepare, atfork_parent, atfork_child, &__dso_handle);
 }
 
-void lf_fork_handlers_install(void)
+LF_MALLOC_TEXT void lf_fork_handlers_install(void)
 {
     pthread_once(&thr.fork_handlers_once, fork_handlers_once_fn);
 }
@@ -1109,7 +1118,7 @@ static void __attribute__((noinline)) enter_blocking(struct thread_rec *me)
  * wait, on an idle CPU, to answer a signal costs tens of microseconds per
  * collection.  The state goes back to running once the lock is ours: no
  * collection runs while we hold it. */
-void __attribute__((noinline)) lf_lock_contended(void)
+LF_MALLOC_TEXT void __attribute__((noinline)) lf_lock_contended(void)
 {
     __builtin_unwind_init();
     volatile uintptr_t here = 0;

@@ -221,7 +221,7 @@ void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes)
     return m == MAP_FAILED ? NULL : m;
 }
 
-bool lf_array_reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
+LF_MALLOC_TEXT bool lf_array_reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
 {
     if (n < *cap)
         return true;

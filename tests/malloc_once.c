@@ -1,13 +1,87 @@
 /* malloc_once.c: a program that mallocs once and prints its peak RSS
  * (VmHWM, KiB).  test_malloc runs it with and without liblfgc-malloc
  * preloaded: the difference is lfgc's fixed cost per process.  Linked
- * with nothing but the C library. */
+ * with nothing but the C library.
+ *
+ *   malloc_once code
+ *
+ * instead runs what a malloc-only program does (every allocation call,
+ * a thread that allocates and exits, a fork), then prints the file offset
+ * of liblfgc.so's code mapping, the mapping's bounds and, one per line,
+ * the address of each of its resident pages (from /proc/self/pagemap). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-int main(void)
+static void *allocate_all_ways(void *arg)
 {
+    (void)arg;
+    for (size_t n = 0; n < 70000; n = n * 2 + 1) {
+        char *p = malloc(n), *q = calloc(1, n), *r = NULL;
+        void *a = NULL;
+        if (!p || !q || posix_memalign(&a, 64, n) != 0)
+            abort();
+        r = realloc(p, n * 3 + 1);
+        memset(r, 1, n * 3 + 1);
+        free(r);
+        free(q);
+        free(a);
+    }
+    return NULL;
+}
+
+static int print_code_pages(void)
+{
+    allocate_all_ways(NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, allocate_all_ways, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        allocate_all_ways(NULL);
+        _exit(0);
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+        return 1;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    int pagemap = open("/proc/self/pagemap", O_RDONLY);
+    if (!maps || pagemap < 0)
+        return 1;
+    char line[512];
+    int found = 0;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi, offset;
+        char perms[8];
+        if (!strstr(line, "/liblfgc.so") ||
+            sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &offset) != 4 ||
+            strcmp(perms, "r-xp") != 0)
+            continue;
+        found = 1;
+        printf("%lx %lx %lx\n", offset, lo, hi);
+        for (unsigned long a = lo; a < hi; a += 4096) {
+            uint64_t entry;
+            if (pread(pagemap, &entry, sizeof entry, (off_t)(a / 4096 * 8)) != sizeof entry)
+                return 1;
+            if (entry >> 63)
+                printf("%lx\n", a);
+        }
+    }
+    fclose(maps);
+    close(pagemap);
+    return found ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "code") == 0)
+        return print_code_pages();
     char *volatile p = malloc(100);
     if (!p)
         return 1;

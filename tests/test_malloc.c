@@ -1242,6 +1242,112 @@ Test(malloc_mode, fixed_cost_per_process)
                   "glibc's malloc, %ld with liblfgc-malloc (+%ld)", glibc, lfgc, lfgc - glibc);
 }
 
+/* The value of the symbol `name` in the ELF file at path (its .symtab:
+ * internal symbols too), and the virtual address of the loadable segment
+ * that starts at file offset `offset`; both 0 if not found. */
+static void elf_symbol_and_segment(const char *path, const char *name, uint64_t offset,
+                                   uint64_t *value, uint64_t *segment_vaddr)
+{
+    *value = *segment_vaddr = 0;
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    Elf64_Ehdr eh;
+    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        cr_assert_eq(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET), 0);
+        cr_assert_eq(fread(&ph, sizeof ph, 1, f), 1);
+        if (ph.p_type == PT_LOAD && (ph.p_offset & ~(uint64_t)4095) == offset)
+            *segment_vaddr = ph.p_vaddr & ~(uint64_t)4095;
+    }
+    cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
+    unsigned count, names_index;
+    Elf64_Shdr *sh = section_headers(f, &count, &names_index);
+    for (unsigned i = 0; i < count && !*value; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= count)
+            continue;
+        const Elf64_Shdr *strtab = &sh[sh[i].sh_link];
+        char *strings = malloc(strtab->sh_size);
+        Elf64_Sym *syms = malloc(sh[i].sh_size);
+        cr_assert(strings && syms);
+        cr_assert_eq(fseek(f, (long)strtab->sh_offset, SEEK_SET), 0);
+        cr_assert_eq(fread(strings, 1, strtab->sh_size, f), strtab->sh_size);
+        cr_assert_eq(fseek(f, (long)sh[i].sh_offset, SEEK_SET), 0);
+        cr_assert_eq(fread(syms, 1, sh[i].sh_size, f), sh[i].sh_size);
+        for (size_t k = 0; k < sh[i].sh_size / sizeof *syms; k++)
+            if (syms[k].st_name < strtab->sh_size && strcmp(strings + syms[k].st_name, name) == 0)
+                *value = syms[k].st_value;
+        free(strings);
+        free(syms);
+    }
+    free(sh);
+    fclose(f);
+}
+
+/* A malloc-only process keeps little of liblfgc's code resident: what it
+ * runs is grouped at the start of the code (LF_MALLOC_TEXT), so the pages
+ * the kernel maps around its faults (fault-around, 64 KiB) all lie in the
+ * group's reach.  Before the grouping, malloc's code was spread over the
+ * file and all of it (124 KiB) was resident; now 64 KiB. */
+Test(malloc_mode, malloc_code_is_grouped)
+{
+    const char *top = getenv("top_builddir");
+    char prog[4096], lib[4096];
+    snprintf(prog, sizeof prog, "%s/tests/malloc_once", top ? top : ".");
+    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
+    void *handle = dlopen("liblfgc.so.0", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(handle, "liblfgc.so.0 is not loaded: %s", dlerror());
+    Dl_info di;
+    cr_assert(dladdr(dlsym(handle, "lfgc_malloc"), &di) && di.dli_fname);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", di.dli_fname);
+    dlclose(handle);
+
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        setenv("LD_PRELOAD", lib, 1);
+        execl(prog, prog, "code", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *out = fdopen(fd[0], "r");
+    cr_assert_not_null(out);
+    unsigned long offset, lo, hi, page;
+    cr_assert_eq(fscanf(out, "%lx %lx %lx", &offset, &lo, &hi), 3,
+                 "%s code: no mapping of liblfgc.so's code", prog);
+    uint64_t end, segment;
+    elf_symbol_and_segment(path, "lf_malloc_text_end", offset, &end, &segment);
+    cr_assert(end && segment, "%s: no symbol lf_malloc_text_end or no code segment at %#lx", path,
+              offset);
+    /* A fault at address a maps the 16 pages from a rounded down to 64
+     * KiB or from the mapping's start, whichever is higher.  For faults
+     * in the group only, nothing from here on: */
+    uint64_t group_end = lo - segment + end;
+    uint64_t limit = (group_end | 0xffff) + 1;
+    if (limit < lo + 0x10000)
+        limit = lo + 0x10000;
+    size_t resident = 0, beyond = 0;
+    unsigned long first_beyond = 0;
+    while (fscanf(out, "%lx", &page) == 1) {
+        resident++;
+        if (page >= limit && !beyond++)
+            first_beyond = page;
+    }
+    fclose(out);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s code: status %#x", prog, status);
+    cr_log_info("liblfgc.so's code: %zu of %lu pages resident, group ends at +%#lx",
+                resident, (hi - lo) / 4096, (unsigned long)(group_end - lo));
+    cr_assert_gt(resident, 0);
+    cr_assert_eq(beyond, 0, "%zu resident pages of liblfgc.so's code lie beyond the malloc-mode "
+                 "group's last window, the first at +%#lx of the code (the group ends at +%#lx)",
+                 beyond, first_beyond - lo, (unsigned long)(group_end - lo));
+}
+
 /* With the collector on in the same process: one heap; malloc's objects
  * are neither collected nor scanned. */
 static uintptr_t hidden_malloced[64];
