@@ -390,15 +390,30 @@ LF_MALLOC_TEXT void lf_span_free(struct region *r, struct span *s)
     r->pool = s;
 }
 
+/* Does a span in use own chunk j of r (lock held)? */
+LF_MALLOC_TEXT static bool chunk_in_use(const struct region *r, uint64_t j)
+{
+    return j < r->next_chunk && r->spans[j - j % r->span_chunks].state != SPAN_UNUSED;
+}
+
 /* Give a pooled small span's pages back to the OS; the caller has taken
  * it off the pool.  Returns the bytes it counted for in the heap. */
 LF_MALLOC_TEXT uint64_t lf_span_release(struct region *r, struct span *s)
 {
-    uint64_t lo, hi;
-    lf_span_memory(r, span_chunk_index(r, s), &lo, &hi);
+    uint64_t j = span_chunk_index(r, s), lo, hi, qa, qb;
+    lf_span_memory(r, j, &lo, &hi);
+    /* A slot that straddles a chunk boundary puts a page in two spans:
+     * that page goes too when the other span holds nothing (else a page
+     * of every chunk of most small classes stays resident). */
+    lf_span_slots(r, j, &qa, &qb);
+    uint64_t first = qa * r->size, end = qb * r->size;
+    if (first % PAGE_SIZE && j > 0 && !chunk_in_use(r, j - 1))
+        lo = first & ~(uint64_t)(PAGE_SIZE - 1);
+    if (end % PAGE_SIZE && end > lo && !chunk_in_use(r, j + r->span_chunks))
+        hi = (end + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    /* Pages shared with the neighbouring spans kept their data. */
+    /* Pages shared with a neighbour in use kept their data. */
     s->dirty = 1;
     uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
     lf_assert(s->state == SPAN_UNUSED && lf_hs.heap_bytes >= bytes);

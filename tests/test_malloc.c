@@ -838,6 +838,43 @@ Test(malloc_rss, bulk_free_returns_memory)
     munmap(v, nobj * sizeof *v);
 }
 
+/* Spans given back to the OS take all their pages with them, those they
+ * share with a neighbouring span too once that one holds nothing: a
+ * 48-byte slot straddles every chunk boundary, and a page at the start of
+ * every chunk stayed resident (a sixteenth of them with 64 KiB chunks). */
+Test(malloc_rss, released_spans_leave_no_page_behind)
+{
+    enum { N = 200000 };
+    void **v = mmap(NULL, N * sizeof *v, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                    -1, 0);
+    cr_assert_neq(v, MAP_FAILED);
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < N; i++) {
+        v[i] = malloc(48);
+        memset(v[i], 0x5a, 48);
+        lo = (uintptr_t)v[i] < lo ? (uintptr_t)v[i] : lo;
+        hi = (uintptr_t)v[i] + 48 > hi ? (uintptr_t)v[i] + 48 : hi;
+    }
+    for (int i = 0; i < N; i++)
+        free(v[i]);
+    munmap(v, N * sizeof *v);
+    malloc_trim(0);
+    lo &= ~(uintptr_t)4095;
+    size_t pages = (hi - lo + 4095) / 4096, resident = 0;
+    unsigned char *vec = mmap(NULL, pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                              -1, 0);
+    cr_assert_neq(vec, MAP_FAILED);
+    cr_assert_eq(mincore((void *)lo, hi - lo, vec), 0, "mincore: %s", strerror(errno));
+    for (size_t i = 0; i < pages; i++)
+        resident += vec[i] & 1;
+    munmap(vec, pages);
+    /* Under half of a page per chunk: the thread cache keeps the spans
+     * of the slots on its lists (a few), the bug kept a page per chunk. */
+    size_t page_per_chunk = pages / ((64 << 10) / 4096);
+    cr_assert_lt(resident, page_per_chunk / 2, "%zu of the %zu pages of 9 MiB of freed 48-byte "
+                 "objects are resident after malloc_trim", resident, pages);
+}
+
 /* A large object freed and another allocated in its place (a growing
  * buffer, realloc) reuses the pages it had: no page faults again, and
  * calloc still gets zeroes; malloc_trim gives the pages back. */
