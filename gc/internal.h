@@ -2,7 +2,8 @@
  *
  * Vocabulary:
  *   class   size class c in [0, NUM_CLASSES): region LOWFAT_FIRST_REGION + c.
- *   chunk   64 KiB piece of a region; the unit in which regions grow.
+ *   chunk   32 KiB piece of a region (CHUNK_SIZE); the unit in which regions
+ *           grow.
  *   span    what the allocator hands out of a region: one chunk for classes
  *           smaller than a chunk (the slots whose base lies in the chunk),
  *           or one whole object for the larger classes.
@@ -80,14 +81,17 @@ void lf_assert_fail(const char *file, int line, const char *cond)
     __attribute__((noreturn, cold));
 
 #define NUM_CLASSES    LOWFAT_NUM_CLASSES
-#define CHUNK_SHIFT    16
+/* 32 KiB: a span per class and kind that holds few objects costs half of
+ * what it did at 64 KiB (docs/performance.md, "Chunks of 32 KiB"). */
+#define CHUNK_SHIFT    15
 #define CHUNK_SIZE     ((uint64_t)1 << CHUNK_SHIFT)
 #define PAGE_SIZE      4096u
-/* Requests up to this size find their class with one table load. */
+/* Requests up to this size find their class with one table load; one
+ * byte more (the collector's extra byte) must still be a small class. */
 #define SMALL_REQUEST_MAX 12288u
-/* Classes below this index have several objects per span and go through
- * the thread caches. */
-#define NUM_SMALL_CLASSES 43     /* 16 .. 32768 bytes */
+/* Classes below this index, those smaller than a chunk, have several
+ * objects per span and go through the thread caches. */
+#define NUM_SMALL_CLASSES 42     /* 16 .. 16384 bytes */
 
 /* Kinds.  The first four have bdwgc's numbers; the others are made at
  * run time (lf_kind_new).  The chunk map names a kind in a byte, as
@@ -255,7 +259,7 @@ extern uint8_t *lf_chunk_map;
  * address (2 GiB of address space, read-only beyond the heap): the free
  * fast path's one lookup for kind, class and heap membership. */
 extern uint8_t *lf_free_map;
-extern uint8_t lf_free_map_boot[4096];  /* what it points to until it is made */
+extern uint8_t lf_free_map_boot[(256u << 20) >> CHUNK_SHIFT];  /* what it points to until it is made */
 extern bool lf_layout_ok;
 /* Another copy of lfgc owned the heap when this one loaded: this copy
  * must not act (see "One instance per process" in docs/design.md). */
@@ -590,7 +594,7 @@ void lf_groups_after_fork(struct thread_cache *tc);   /* in the child */
  * lf_tl_cache, whose name carries the number: bump it whenever a field
  * lf_free_fast reads moves, so that a liblfgc-malloc built for another
  * layout fails to load rather than corrupt the heap. */
-#define LF_PRIVATE_ABI 2
+#define LF_PRIVATE_ABI 3
 #define LF_PRIVATE_TLS_CACHE_(n) lfgc_private_tl_cache_##n
 #define LF_PRIVATE_TLS_CACHE(n) LF_PRIVATE_TLS_CACHE_(n)
 /* Should the number not be bumped, the layout itself is compared:

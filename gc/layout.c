@@ -74,7 +74,7 @@ LF_UNSCANNED uint8_t *lf_chunk_map;
 /* Until the map is made (a free before the library's constructor and
  * before any malloc), the addresses below 256 MiB, NULL first, read zeros
  * here. */
-LF_UNSCANNED_BSS uint8_t lf_free_map_boot[4096];
+LF_UNSCANNED_BSS uint8_t lf_free_map_boot[(256u << 20) >> CHUNK_SHIFT];
 LF_UNSCANNED uint8_t *lf_free_map = lf_free_map_boot;
 LF_UNSCANNED bool lf_layout_ok;
 
@@ -145,7 +145,7 @@ LF_MALLOC_TEXT static bool reserve_region(unsigned c)
  * i and a slot number below the region's first.  If that chunk were in
  * use, the marker would take the word for an object and index the mark
  * bitmap at -1.  Region i therefore never hands that chunk out: it costs
- * 64 KiB of address space, and the marker needs no bounds check.
+ * one chunk of address space, and the marker needs no bounds check.
  * Returns that chunk's index in region i, or UINT64_MAX. */
 static uint64_t successor_partial_chunk(size_t i)
 {
@@ -233,6 +233,17 @@ LF_MALLOC_TEXT static bool claim_heap(void)
 
 LF_MALLOC_TEXT bool lf_layout_init(void)
 {
+    /* The small classes are those below the chunk (one chunk per span,
+     * several objects in it); a small request, with the collector's extra
+     * byte, must find one in the class table, with which the fast paths
+     * index the thread caches' lists.  Constants of internal.h: */
+    if (class_sizes[NUM_SMALL_CLASSES - 1] >= CHUNK_SIZE ||
+        class_sizes[NUM_SMALL_CLASSES] < CHUNK_SIZE ||
+        class_sizes[NUM_SMALL_CLASSES - 1] < SMALL_REQUEST_MAX + 1) {
+        fprintf(stderr, "lfgc: NUM_SMALL_CLASSES or SMALL_REQUEST_MAX does not match "
+                "CHUNK_SHIFT (gc/internal.h)\n");
+        abort();
+    }
     fill_tables();
     if (!claim_heap())
         return false;
@@ -342,7 +353,8 @@ LF_MALLOC_TEXT void lf_span_memory(const struct region *r, uint64_t j, uint64_t 
 
 LF_MALLOC_TEXT uint64_t lf_class_of_size(size_t bytes)
 {
-    if (bytes <= SMALL_REQUEST_MAX) {
+    /* Below 16 KiB the classes are not powers of two. */
+    if (bytes <= ((size_t)1 << 14)) {
         for (unsigned c = 0; c < NUM_CLASSES; c++)
             if (lf_regions[c].size >= bytes)
                 return c;

@@ -14,7 +14,7 @@
  */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 
-#define CHUNK ((uint64_t)64 << 10)
+#define CHUNK TU_CHUNK
 /* Region start of class c, as a constant expression. */
 #define REGION_OF(c) (LOWFAT_HEAP_START + (uint64_t)(c) * LOWFAT_REGION_SIZE)
 
@@ -31,16 +31,18 @@ uint64_t tb_planted[2] __attribute__((used)) = {
     REGION_OF(PLANT_NODE) + 40,
 };
 
-/* A word into the third chunk of class 14's region: no pair of small
- * integers, but there before the first allocation. */
+/* A word into the middle of the third chunk of class 14's region (a slot
+ * whose base is in that chunk: near its start, the word could be in a
+ * slot that straddles from the second): no pair of small integers, but
+ * there before the first allocation. */
 #define PLANT_MID 14        /* 320 bytes */
-uint64_t tb_planted_mid __attribute__((used)) = REGION_OF(PLANT_MID) + 2 * CHUNK + 100;
+uint64_t tb_planted_mid __attribute__((used)) = REGION_OF(PLANT_MID) + 2 * CHUNK + CHUNK / 2;
 
 /* A word set at run time, in static data. */
 volatile uint64_t tb_runtime_word;
 
-/* Small classes that exist: the first 41 (16 .. 12288 bytes). */
-#define SMALL_CLASSES 41
+/* Small classes that exist: those below the chunk. */
+#define SMALL_CLASSES TU_NUM_SMALL_CLASSES
 #define FIRST_OBJECTS 32
 
 static GC_hidden_pointer first_objs[SMALL_CLASSES][FIRST_OBJECTS];

@@ -123,7 +123,7 @@ Test(malloc, realloc_keeps_content)
  * and shrinking that keeps more than half of a small slot. */
 Test(malloc, realloc_in_place_within_the_slot)
 {
-    for (unsigned c = 0; c < 43; c++) {
+    for (unsigned c = 0; c < TU_NUM_SMALL_CLASSES; c++) {
         size_t s = tu_class_sizes[c];
         size_t n = (c ? tu_class_sizes[c - 1] : 0) + 1, half = s / 2 + 1;
         unsigned char *p = malloc(n);
@@ -841,7 +841,8 @@ Test(malloc_rss, bulk_free_returns_memory)
 /* Spans given back to the OS take all their pages with them, those they
  * share with a neighbouring span too once that one holds nothing: a
  * 48-byte slot straddles every chunk boundary, and a page at the start of
- * every chunk stayed resident (a sixteenth of them with 64 KiB chunks). */
+ * every chunk stayed resident (a sixteenth of them with 64 KiB chunks,
+ * an eighth with 32 KiB ones). */
 Test(malloc_rss, released_spans_leave_no_page_behind)
 {
     enum { N = 200000 };
@@ -870,7 +871,7 @@ Test(malloc_rss, released_spans_leave_no_page_behind)
     munmap(vec, pages);
     /* Under half of a page per chunk: the thread cache keeps the spans
      * of the slots on its lists (a few), the bug kept a page per chunk. */
-    size_t page_per_chunk = pages / ((64 << 10) / 4096);
+    size_t page_per_chunk = pages / (TU_CHUNK / 4096);
     cr_assert_lt(resident, page_per_chunk / 2, "%zu of the %zu pages of 9 MiB of freed 48-byte "
                  "objects are resident after malloc_trim", resident, pages);
 }
@@ -1539,7 +1540,7 @@ Test(malloc_errors, fast_path_rejects_interior_pointers_of_every_class)
 {
     setenv("LFGC_MALLOC_ERRORS", "ignore", 1);
     void (*volatile free_f)(void *) = free;     /* GCC refuses free(p + k) */
-    for (unsigned c = 0; c < 43; c++) {
+    for (unsigned c = 0; c < TU_NUM_SMALL_CLASSES; c++) {
         size_t s = tu_class_sizes[c];
         char *p = malloc(s);
         cr_assert_eq(lowfat_size(p), s);
@@ -1563,7 +1564,7 @@ Test(malloc_errors, fast_path_rejects_interior_pointers_of_every_class)
 /* The free fast path learns a chunk's kind and class from the free map:
  * a span of malloc's that went back to the OS and was taken again by the
  * collector must no longer pass for malloc's. */
-static uint64_t malloc_chunks[(LOWFAT_REGION_SIZE >> 16) / 64];
+static uint64_t malloc_chunks[LOWFAT_REGION_SIZE / TU_CHUNK / 64];
 
 Test(malloc_errors, fast_path_follows_released_spans)
 {
@@ -1572,7 +1573,7 @@ Test(malloc_errors, fast_path_follows_released_spans)
     void **v = malloc(N * sizeof *v);
     for (int i = 0; i < N; i++) {
         v[i] = malloc(48);
-        uint64_t chunk = ((uintptr_t)v[i] % LOWFAT_REGION_SIZE) >> 16;
+        uint64_t chunk = ((uintptr_t)v[i] % LOWFAT_REGION_SIZE) / TU_CHUNK;
         malloc_chunks[chunk / 64] |= 1ull << (chunk % 64);
     }
     for (int i = 0; i < N; i++)
@@ -1583,7 +1584,7 @@ Test(malloc_errors, fast_path_follows_released_spans)
     for (int i = 0; i < 4 * N && !hit; i++) {
         void *g = GC_malloc_uncollectable(40);
         cr_assert_eq(lowfat_size(g), 48);
-        uint64_t chunk = ((uintptr_t)g % LOWFAT_REGION_SIZE) >> 16;
+        uint64_t chunk = ((uintptr_t)g % LOWFAT_REGION_SIZE) / TU_CHUNK;
         if (malloc_chunks[chunk / 64] >> (chunk % 64) & 1)
             hit = g;
     }

@@ -511,7 +511,7 @@ Test(reclaim, collected_slots_reused_zeroed)
         /* Some of the spans may stay with their old kind (a warm-up slot
          * pinned by a false reference keeps its span); at least half a
          * chunk's worth of slots, or a quarter of them, must be reused. */
-        size_t slots_per_chunk = 65536 / (size_t)lowfat_size(GC_REVEAL_POINTER(z_prev[0]));
+        size_t slots_per_chunk = TU_CHUNK / (size_t)lowfat_size(GC_REVEAL_POINTER(z_prev[0]));
         size_t want = slots_per_chunk / 2 < ZN / 4 ? slots_per_chunk / 2 : ZN / 4;
         cr_assert_geq(common, want, "%s %zu-byte objects: only %zu of %d slots "
                       "reused after a collection", cases[k].atomic ? "atomic" : "normal",

@@ -87,6 +87,13 @@ static const uint64_t tu_class_sizes[TU_NUM_CLASSES] TU_UNUSED = {
     1ull << 32, 1ull << 33,
 };
 
+/* The heap's chunk, the unit of its spans (gc/internal.h's CHUNK_SIZE:
+ * tests/test_static checks that the two agree), and the number of classes
+ * below it, whose spans hold several objects and whose slots go through
+ * the thread caches (NUM_SMALL_CLASSES). */
+#define TU_CHUNK ((uint64_t)32 << 10)
+#define TU_NUM_SMALL_CLASSES 42
+
 /* Does class c exist in this build's layout (one object must fit in a
  * region: the valgrind layout has 1 GiB regions)? */
 static inline int tu_class_exists(unsigned c)

@@ -294,14 +294,15 @@ Test(verify, detects_corrupt_links)
     cr_assert_eq(lfgc_verify_heap(), 0, "repaired, the heap passes again");
 }
 
-/* A free slot of a fresh span of class 10240 (six slots to a chunk, all
- * swept into this thread's list by its first allocation). */
+/* A free slot on this thread's list, beside a fresh allocation of class
+ * 2048 (the refill that made it swept a batch of eight slots of its
+ * span). */
 static TU_NOINLINE uint64_t *cached_free_slot(void)
 {
-    char *p = GC_malloc_atomic(9000);
+    char *p = GC_malloc_atomic(2000);
     cr_assert_not_null(p);
-    char *chunk = (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
-    for (char *s = lowfat_base(chunk + 10239); s < chunk + 0x10000; s += 10240)
+    char *chunk = (char *)((uintptr_t)p & ~(uintptr_t)(TU_CHUNK - 1));
+    for (char *s = lowfat_base(chunk + 2047); s < chunk + TU_CHUNK; s += 2048)
         if (lfgc_slot_state(s) == LFGC_SLOT_FREE)
             return (uint64_t *)s;
     return NULL;
@@ -567,8 +568,8 @@ Test(verify, heap_walk_visits_allocated_objects)
 /* ------------------------------------------------------------------ */
 /* A span a thread is sweeping is not left half swept                   */
 
-/* Without the warm-up: class 3072 is fresh here.  A span of it has 21
- * slots; a refill sweeps 8. */
+/* Without the warm-up: class 1792 is fresh here.  A span of it has more
+ * slots than a refill sweeps (8). */
 TestSuite(verify_cursor);
 
 static void *ex_first;
@@ -576,7 +577,7 @@ static void *ex_first;
 static void *ex_thread(void *arg)
 {
     (void)arg;
-    ex_first = GC_malloc_atomic(2900);      /* claims a span, sweeps a batch */
+    ex_first = GC_malloc_atomic(1700);      /* claims a span, sweeps a batch */
     return NULL;
 }
 
@@ -589,10 +590,10 @@ Test(verify_cursor, exiting_thread_returns_its_unswept_slots)
     cr_assert_eq(pthread_create(&t, NULL, ex_thread, NULL), 0);
     cr_assert_eq(pthread_join(t, NULL), 0);
     cr_assert_not_null(ex_first);
-    uintptr_t chunk = (uintptr_t)ex_first & ~(uintptr_t)0xffff;
-    uintptr_t first = (uintptr_t)lowfat_base((void *)(chunk + 3071));
+    uintptr_t chunk = (uintptr_t)ex_first & ~(uintptr_t)(TU_CHUNK - 1);
+    uintptr_t first = (uintptr_t)lowfat_base((void *)(chunk + 1791));
     size_t slots = 0;
-    for (uintptr_t s = first; s < chunk + 0x10000; s += 3072) {
+    for (uintptr_t s = first; s < chunk + TU_CHUNK; s += 1792) {
         slots++;
         if ((void *)s != ex_first)
             cr_assert_eq(lfgc_slot_state((void *)s), LFGC_SLOT_FREE,
@@ -602,8 +603,8 @@ Test(verify_cursor, exiting_thread_returns_its_unswept_slots)
     cr_assert_eq(lfgc_verify_heap(), 0);
     /* All of them are allocated again before any other span is taken. */
     for (size_t i = 0; i + 1 < slots; i++) {
-        void *p = GC_malloc_atomic(2900);
-        cr_assert_eq((uintptr_t)p & ~(uintptr_t)0xffff, chunk,
+        void *p = GC_malloc_atomic(1700);
+        cr_assert_eq((uintptr_t)p & ~(uintptr_t)(TU_CHUNK - 1), chunk,
                      "allocation %zu of %zu went to another span", i, slots - 1);
     }
     GC_enable();
@@ -635,20 +636,20 @@ Test(verify_cursor, refill_during_a_walk_keeps_its_span)
     GC_disable();
     /* The first allocation sweeps a batch of 8 slots into this thread's
      * list; 8 allocations empty it, the span still half unswept. */
-    char *x = GC_malloc_atomic(2900);
-    uintptr_t chunk = (uintptr_t)x & ~(uintptr_t)0xffff;
+    char *x = GC_malloc_atomic(1700);
+    uintptr_t chunk = (uintptr_t)x & ~(uintptr_t)(TU_CHUNK - 1);
     for (int i = 1; i < 8; i++)
-        cr_assert_eq((uintptr_t)GC_malloc_atomic(2900) & ~(uintptr_t)0xffff, chunk);
+        cr_assert_eq((uintptr_t)GC_malloc_atomic(1700) & ~(uintptr_t)(TU_CHUNK - 1), chunk);
     cr_assert_eq(sem_init(&wk_holding, 0, 0), 0);
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, wk_thread, NULL), 0);
     while (sem_wait(&wk_holding) != 0)
         ;
-    char *y = GC_malloc_atomic(2900);
+    char *y = GC_malloc_atomic(1700);
     void *ret;
     cr_assert_eq(pthread_join(t, &ret), 0);
     cr_assert_eq((intptr_t)ret, 1, "the walk did not stop when fn returned 1");
-    cr_assert_eq((uintptr_t)y & ~(uintptr_t)0xffff, chunk,
+    cr_assert_eq((uintptr_t)y & ~(uintptr_t)(TU_CHUNK - 1), chunk,
                  "the refill took another span (%p) while %p's was half swept", (void *)y,
                  (void *)x);
     cr_assert_eq(lfgc_verify_heap(), 0);
