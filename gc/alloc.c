@@ -192,7 +192,7 @@ LF_MALLOC_TEXT static uint64_t span_bytes(const struct region *r, const struct s
  * sees those that are there before the chunk is used).  Pointer-free
  * kinds (such a word pins one object and nothing else) and uncollectable
  * ones (kept anyway) may use both. */
-LF_MALLOC_TEXT static bool span_usable(const struct region *r, uint64_t j, unsigned kind)
+LF_MALLOC_TEXT static bool span_usable(struct region *r, uint64_t j, unsigned kind)
 {
     if (lf_kinds[kind].ptrfree || lf_kinds[kind].uncollectable)
         return true;

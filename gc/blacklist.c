@@ -62,18 +62,17 @@ void lf_blacklist_new_epoch(void)
     lf_bl_epoch = lf_bl_epoch == 255 ? 1 : lf_bl_epoch + 1;
 }
 
-bool lf_blacklisted(const struct region *r, uint64_t j)
+bool lf_blacklisted(struct region *r, uint64_t j)
 {
     /* A page of the map that no hit has written holds only zeroes, and
      * reading it would make it resident (the zero page, or on some kernels
      * a new one) in every region with a span, hit or not: ask the kernel
      * first.  The marker's store is what makes a page resident, and the
      * answer for a region's first page, where the entries of its first
-     * 256 MiB are, is kept: a yes for good, a no until the next
-     * collection. */
+     * 4096 chunks are, is kept (lock held): a yes for good, a no until the
+     * next collection. */
     uint8_t *entry = &lf_blacklist[(r->start >> CHUNK_SHIFT) + j];
     bool first_page = j < PAGE_SIZE;
-    struct region *w = (struct region *)r;      /* the lock is held */
     if (!first_page || !r->bl_resident) {
         /* Only a collection writes hits: a no stays true until the next. */
         if (first_page && r->bl_clean_gc == (uint32_t)GC_gc_no + 1)
@@ -82,11 +81,11 @@ bool lf_blacklisted(const struct region *r, uint64_t j)
         void *page = (void *)((uintptr_t)entry & ~(uintptr_t)(PAGE_SIZE - 1));
         if (mincore(page, PAGE_SIZE, &in_core) == 0 && !(in_core & 1)) {
             if (first_page)
-                w->bl_clean_gc = (uint32_t)GC_gc_no + 1;
+                r->bl_clean_gc = (uint32_t)GC_gc_no + 1;
             return false;
         }
         if (first_page)
-            w->bl_resident = 1;
+            r->bl_resident = 1;
     }
     uint8_t v = *entry;
     if (!v)

@@ -348,7 +348,7 @@ extern uint8_t lf_bl_epoch;
 bool lf_blacklist_init(void);
 void lf_blacklist_horizon(struct region *r);
 void lf_blacklist_new_epoch(void);
-bool lf_blacklisted(const struct region *r, uint64_t j);
+bool lf_blacklisted(struct region *r, uint64_t j);
 void lf_blacklist_initial_scan(void);
 /* A word hit slot base `base` of region r, in a chunk no span owns. */
 static inline void blacklist_hit(const struct region *r, uint64_t base)
