@@ -482,7 +482,7 @@ static void *sweep_whole_span(struct region *r, struct span *s, bool fresh, size
 
 /* Bytes handed out (or, negative, given back); updated outside the lock
  * by sweeping threads, hence atomic everywhere. */
-static void count_allocated(int64_t bytes)
+LF_MALLOC_TEXT static void count_allocated(int64_t bytes)
 {
     AO_fetch_and_add((volatile AO_t *)&lf_hs.allocd_since_gc, (AO_t)bytes);
     if (bytes > 0)
@@ -490,7 +490,7 @@ static void count_allocated(int64_t bytes)
 }
 
 /* Freed bytes, added without the lock by the threads' frees. */
-static void count_freed_shared(uint64_t bytes)
+LF_MALLOC_TEXT static void count_freed_shared(uint64_t bytes)
 {
     __atomic_fetch_add(&lf_hs.freed_since_gc, bytes, __ATOMIC_RELAXED);
 }
@@ -710,7 +710,7 @@ LF_MALLOC_TEXT void lf_sweepers_release(void)
     AO_store_full(&lf_gc_pending, 0);
 }
 
-static bool sweep_enter(struct thread_cache *tc)
+LF_MALLOC_TEXT static bool sweep_enter(struct thread_cache *tc)
 {
     AO_store(&tc->sweeping, 1);
     AO_nop_full();
@@ -721,7 +721,7 @@ static bool sweep_enter(struct thread_cache *tc)
     return true;
 }
 
-static void sweep_exit(struct thread_cache *tc)
+LF_MALLOC_TEXT static void sweep_exit(struct thread_cache *tc)
 {
     AO_store_release(&tc->sweeping, 0);
 }
@@ -1264,7 +1264,7 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
 }
 
 /* Refill the calling thread's list of (class, kind) and pop from it. */
-static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
+LF_MALLOC_TEXT static void *cache_refill_pop(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
                               unsigned kind)
 {
     if (!cache_refill(tc, kc, c, kind, NULL))

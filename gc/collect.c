@@ -58,7 +58,7 @@ LF_MALLOC_TEXT size_t lf_env_size(const char *name, size_t dflt, bool *found)
 /* What the environment says of generational collection: 1 on, 0 off, -1
  * nothing.  LFGC_GENERATIONAL wins; bdwgc's GC_DISABLE_INCREMENTAL turns
  * off its (generational) incremental mode. */
-static int generational_by_environment(void)
+LF_MALLOC_TEXT static int generational_by_environment(void)
 {
     const char *gen = getenv("LFGC_GENERATIONAL");
     if (gen && *gen)

@@ -107,7 +107,7 @@ LF_MALLOC_TEXT static bool register_with_uffd(void)
 
 /* Register the regions for write tracking; when the descriptor we had no
  * longer works (closed by the program, say), with a new one. */
-static bool register_regions(void)
+LF_MALLOC_TEXT static bool register_regions(void)
 {
     if (register_with_uffd())
         return true;

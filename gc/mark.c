@@ -148,7 +148,7 @@ static void mark_recover_overflow(void);
  * program's peak RSS; 64 KiB of it present was 3% of a malloc-only one's). */
 #define STACK_PREFAULT 8192
 
-static bool stack_init(struct marker *m, size_t cap, bool prefault)
+LF_MALLOC_TEXT static bool stack_init(struct marker *m, size_t cap, bool prefault)
 {
     size_t bytes = cap * sizeof(uintptr_t);
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,

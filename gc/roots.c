@@ -41,7 +41,7 @@ static LF_UNSCANNED struct range own_excluded[OWN_EXCLUDED];
 static LF_UNSCANNED GC_has_static_roots_func static_roots_filter;
 static LF_UNSCANNED size_t last_roots_bytes;
 
-static bool range_set_reserve(struct range_set *s)
+LF_MALLOC_TEXT static bool range_set_reserve(struct range_set *s)
 {
     return lf_array_reserve((void **)&s->r, &s->cap, s->n, sizeof *s->r, 256);
 }

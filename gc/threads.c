@@ -151,7 +151,7 @@ static struct thread_rec *rec_alloc(void)
     return rec;
 }
 
-static void rec_unlink(struct thread_rec *rec)
+LF_MALLOC_TEXT static void rec_unlink(struct thread_rec *rec)
 {
     for (struct thread_rec **l = &thr.registry; *l; l = &(*l)->next)
         if (*l == rec) {
@@ -195,7 +195,7 @@ static void stack_of_self(uintptr_t *lo, uintptr_t *hi)
     *hi = mhi;
 }
 
-static uintptr_t stack_bottom_of_self(void)
+LF_MALLOC_TEXT static uintptr_t stack_bottom_of_self(void)
 {
     if (getpid() == gettid())
         return (uintptr_t)__libc_stack_end;
@@ -284,7 +284,7 @@ LF_MALLOC_TEXT __attribute__((constructor(101))) static void threads_load(void)
 #define GLIBC_KEYS_IN_TCB 32
 static __thread bool tl_hook_pending __attribute__((tls_model("initial-exec")));
 
-static void arm_exit_hook(struct thread_rec *rec)
+LF_MALLOC_TEXT static void arm_exit_hook(struct thread_rec *rec)
 {
     pthread_once(&thr.exit_key_once, exit_key_create);
     if (!lf_heap_initialized && thr.exit_key >= GLIBC_KEYS_IN_TCB) {

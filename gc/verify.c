@@ -213,7 +213,7 @@ LFGC_EXPORT enum lfgc_slot_state lfgc_slot_state(const void *p)
  * reports), and the root and exclusion tables: their memory, grown from old_bytes to new_bytes (a new
  * mapping when old is NULL; moved, not copied, by mremap).  NULL when
  * the kernel refuses; the old mapping is then unchanged. */
-void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes)
+LF_MALLOC_TEXT void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes)
 {
     void *m = old ? mremap(old, old_bytes, new_bytes, MREMAP_MAYMOVE)
                   : mmap(NULL, new_bytes, PROT_READ | PROT_WRITE,
