@@ -256,7 +256,7 @@ extern struct region lf_regions[NUM_CLASSES];
 extern uint8_t *lf_chunk_map;
 /* lf_free_map[addr >> CHUNK_SHIFT] = 1 + class of the span of malloc's
  * plain small kind owning the chunk, 0 otherwise, for every user-space
- * address (2 GiB of address space, read-only beyond the heap): the free
+ * address (4 GiB of address space, read-only beyond the heap): the free
  * fast path's one lookup for kind, class and heap membership. */
 extern uint8_t *lf_free_map;
 extern uint8_t lf_free_map_boot[(256u << 20) >> CHUNK_SHIFT];  /* what it points to until it is made */
