@@ -120,7 +120,7 @@ run_both() {
         # Only the runtime's own known crash earns another try, and it is
         # reported.
         if [ $tries -le 0 ] || ! rb_known_crash $rc "$work/$name.lf.err"; then
-            rb_fail "$name failed on lfgc (exit $rc): $(grep -v '^lfgc: ' "$work/$name.lf.err" | tail -5)"
+            rb_fail "$name failed on lfgc (exit $rc): $(grep -v '^lfgc: ' "$work/$name.lf.err" | tail -5)$(grep -E '^lfgc: (assertion|heap verify)' "$work/$name.lf.err" | tail -3 | sed 's/^/ /')"
             return
         fi
         echo "runtimes.sh: $name hit its known crash on lfgc (exit $rc), once more" >&2
