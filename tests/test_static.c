@@ -13,6 +13,12 @@
 #include <sys/mman.h>
 #include <errno.h>
 
+/* The tests' copies of the chunk size and the number of small classes
+ * (test_util.h) are the library's. */
+_Static_assert(TU_CHUNK == CHUNK_SIZE, "test_util.h's TU_CHUNK is not CHUNK_SIZE");
+_Static_assert(TU_NUM_SMALL_CLASSES == NUM_SMALL_CLASSES,
+               "test_util.h's TU_NUM_SMALL_CLASSES is not NUM_SMALL_CLASSES");
+
 /* ------------------------------------------------------------------ */
 /* Region edges                                                        */
 
@@ -31,12 +37,6 @@ static uint64_t partial_first_slot(const struct region *next)
  * one below the first of region c + 1.  That chunk must never be in use,
  * or the marker takes the word for an object and indexes the mark bitmap
  * at -1. */
-/* The tests' copies of the chunk size and the number of small classes
- * (test_util.h) are the library's. */
-_Static_assert(TU_CHUNK == CHUNK_SIZE, "test_util.h's TU_CHUNK is not CHUNK_SIZE");
-_Static_assert(TU_NUM_SMALL_CLASSES == NUM_SMALL_CLASSES,
-               "test_util.h's TU_NUM_SMALL_CLASSES is not NUM_SMALL_CLASSES");
-
 Test(layout_edge, partial_first_slot_chunk_never_handed_out)
 {
     GC_INIT();
