@@ -400,17 +400,19 @@ LF_MALLOC_TEXT static bool chunk_in_use(const struct region *r, uint64_t j)
  * it off the pool.  Returns the bytes it counted for in the heap. */
 LF_MALLOC_TEXT uint64_t lf_span_release(struct region *r, struct span *s)
 {
-    uint64_t j = span_chunk_index(r, s), lo, hi, qa, qb;
-    lf_span_memory(r, j, &lo, &hi);
-    /* A slot that straddles a chunk boundary puts a page in two spans:
-     * that page goes too when the other span holds nothing (else a page
-     * of every chunk of most small classes stays resident). */
+    uint64_t j = span_chunk_index(r, s), qa, qb;
     lf_span_slots(r, j, &qa, &qb);
+    /* The span owns the bytes of its slots, which may run into the next
+     * chunk.  A slot that straddles a chunk boundary puts a page in two
+     * spans: that page goes when the other span holds nothing, else it
+     * keeps the other's data (a page of every chunk of most small
+     * classes stayed resident when it always did). */
+    uint64_t page_mask = ~(uint64_t)(PAGE_SIZE - 1);
     uint64_t first = qa * r->size, end = qb * r->size;
-    if (first % PAGE_SIZE && j > 0 && !chunk_in_use(r, j - 1))
-        lo = first & ~(uint64_t)(PAGE_SIZE - 1);
-    if (end % PAGE_SIZE && end > lo && !chunk_in_use(r, j + r->span_chunks))
-        hi = (end + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
+    uint64_t lo = j > 0 && !chunk_in_use(r, j - 1) ? first & page_mask
+                                                   : (first + PAGE_SIZE - 1) & page_mask;
+    uint64_t hi = !chunk_in_use(r, j + r->span_chunks) ? (end + PAGE_SIZE - 1) & page_mask
+                                                       : end & page_mask;
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
     /* Pages shared with a neighbour in use kept their data. */

@@ -303,8 +303,6 @@ static inline uint64_t span_chunk_index(const struct region *r, const struct spa
 {
     return (uint64_t)(s - r->spans);
 }
-/* Bytes that a span of this region spans in memory, rounded to pages. */
-void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi);
 
 /* The spans in use of every region, region by region in address order:
  *     for_each_span_in_use(it) { ... it.r, it.j (its chunk index), it.s ... }

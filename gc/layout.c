@@ -339,18 +339,6 @@ LF_MALLOC_TEXT void lf_span_slots(const struct region *r, uint64_t j, uint64_t *
     *qend = b < qlast ? b : qlast;
 }
 
-LF_MALLOC_TEXT void lf_span_memory(const struct region *r, uint64_t j, uint64_t *lo, uint64_t *hi)
-{
-    uint64_t qa, qb;
-    lf_span_slots(r, j, &qa, &qb);
-    /* The span owns the bytes of its slots, which may run into the next
-     * chunk; only whole pages inside them may be given back. */
-    *lo = (qa * r->size + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
-    *hi = (qb * r->size) & ~(uint64_t)(PAGE_SIZE - 1);
-    if (*hi < *lo)
-        *hi = *lo;
-}
-
 LF_MALLOC_TEXT uint64_t lf_class_of_size(size_t bytes)
 {
     /* Below 16 KiB the classes are not powers of two. */
