@@ -2,7 +2,7 @@
  *
  * Vocabulary:
  *   class   size class c in [0, NUM_CLASSES): region LOWFAT_FIRST_REGION + c.
- *   chunk   64 KiB piece of a region (CHUNK_SIZE); the unit in which regions
+ *   chunk   32 KiB piece of a region (CHUNK_SIZE); the unit in which regions
  *           grow.
  *   span    what the allocator hands out of a region: one chunk for classes
  *           smaller than a chunk (the slots whose base lies in the chunk),
@@ -81,9 +81,9 @@ void lf_assert_fail(const char *file, int line, const char *cond)
     __attribute__((noreturn, cold));
 
 #define NUM_CLASSES    LOWFAT_NUM_CLASSES
-/* 64 KiB.  32 KiB halved what a span holding few objects costs, and was
- * reverted: docs/performance.md, "Chunks of 32 KiB". */
-#define CHUNK_SHIFT    16
+/* 32 KiB: a span per class and kind that holds few objects costs half of
+ * what it did at 64 KiB (docs/performance.md, "Chunks of 32 KiB"). */
+#define CHUNK_SHIFT    15
 #define CHUNK_SIZE     ((uint64_t)1 << CHUNK_SHIFT)
 #define PAGE_SIZE      4096u
 /* Requests up to this size find their class with one table load; one
@@ -91,7 +91,7 @@ void lf_assert_fail(const char *file, int line, const char *cond)
 #define SMALL_REQUEST_MAX 12288u
 /* Classes below this index, those smaller than a chunk, have several
  * objects per span and go through the thread caches. */
-#define NUM_SMALL_CLASSES 43     /* 16 .. 32768 bytes */
+#define NUM_SMALL_CLASSES 42     /* 16 .. 16384 bytes */
 
 /* Kinds.  The first four have bdwgc's numbers; the others are made at
  * run time (lf_kind_new).  The chunk map names a kind in a byte, as
@@ -256,7 +256,7 @@ extern struct region lf_regions[NUM_CLASSES];
 extern uint8_t *lf_chunk_map;
 /* lf_free_map[addr >> CHUNK_SHIFT] = 1 + class of the span of malloc's
  * plain small kind owning the chunk, 0 otherwise, for every user-space
- * address (2 GiB of address space, read-only beyond the heap): the free
+ * address (4 GiB of address space, read-only beyond the heap): the free
  * fast path's one lookup for kind, class and heap membership. */
 extern uint8_t *lf_free_map;
 extern uint8_t lf_free_map_boot[(256u << 20) >> CHUNK_SHIFT];  /* what it points to until it is made */

@@ -91,8 +91,8 @@ static const uint64_t tu_class_sizes[TU_NUM_CLASSES] TU_UNUSED = {
  * tests/test_static checks that the two agree), and the number of classes
  * below it, whose spans hold several objects and whose slots go through
  * the thread caches (NUM_SMALL_CLASSES). */
-#define TU_CHUNK ((uint64_t)64 << 10)
-#define TU_NUM_SMALL_CLASSES 43
+#define TU_CHUNK ((uint64_t)32 << 10)
+#define TU_NUM_SMALL_CLASSES 42
 
 /* Does class c exist in this build's layout (one object must fit in a
  * region: the valgrind layout has 1 GiB regions)? */
