@@ -70,6 +70,12 @@ mode_plan() {
 
     guild-3.0 compile -o "$RT_DIR/go/lfgc-mod.go" "$src/lfgc-mod.scm" >/dev/null ||
         bench_die "guild compile failed"
+    # As in tests/runtimes.sh, on both collectors: Guile's VM stack race
+    # must not zero memory that is not Guile's (tests/guile_stack_guard.c).
+    $CC -O2 -shared -fPIC -o "$RT_DIR/guile_stack_guard.so" \
+        "$TOP_SRCDIR/tests/guile_stack_guard.c" -ldl ||
+        bench_die "cannot build tests/guile_stack_guard.c"
     rt_case guile "$(ldconfig -p | awk '$1 == "libguile-3.0.so.1" { print $NF; exit }')" \
-        "$RT_DIR" guile-3.0 --no-auto-compile -C "$RT_DIR/go" "$src/gc.scm" >>"$plan"
+        "$RT_DIR" env LD_PRELOAD="$RT_DIR/guile_stack_guard.so" \
+        guile-3.0 --no-auto-compile -C "$RT_DIR/go" "$src/gc.scm" >>"$plan"
 }
