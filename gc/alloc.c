@@ -2169,5 +2169,6 @@ bool lf_heap_expand(size_t bytes)
     if (lf_hs.max_heap && now + bytes > lf_hs.max_heap)
         return false;
     lf_hs.heap_target = now + bytes + lf_hs.released_bytes;
+    lf_hs.heap_requested += bytes;
     return true;
 }

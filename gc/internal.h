@@ -1002,9 +1002,13 @@ struct gc_heap_stats {
     uint64_t freed_since_gc;    /* explicitly freed since then              */
     uint64_t reclaimed_last;
     uint64_t heap_target;       /* the heap's expanded size: spans up to it
-                                   are taken without a collection (bdwgc's
-                                   GC_heapsize); GC_INITIAL_HEAP_SIZE and
-                                   GC_expand_hp raise it                  */
+                                   are taken without a collection unless
+                                   one is overdue (bdwgc's GC_heapsize);
+                                   GC_INITIAL_HEAP_SIZE and GC_expand_hp
+                                   raise it                               */
+    uint64_t heap_requested;    /* what those two asked for: below it, the
+                                   expanded size is used whole (bdwgc's
+                                   GC_requested_heapsize)                 */
     uint64_t max_heap;          /* 0: unlimited                             */
     uint64_t mark_overflows;
     uint64_t est_ptrful;        /* live bytes as the policy estimates them: */

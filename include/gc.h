@@ -93,8 +93,10 @@ GC_API int GC_get_find_leak(void);
 GC_API void GC_set_find_leak(int);
 GC_API int GC_full_freq;            /* minor collections between full ones,
                                        at most (64; GC_FULL_FREQUENCY)       */
-GC_API int GC_use_entire_heap;      /* accepted: lfgc always uses its whole
-                                       expanded heap before collecting       */
+GC_API int GC_use_entire_heap;      /* 0 (default): a collection well overdue
+                                       comes before new memory, even within
+                                       the expanded heap; 1: that room is
+                                       used first (GC_USE_ENTIRE_HEAP)       */
 GC_API int GC_quiet;                /* 1: the dumps and backtraces print
                                        nothing (warnings still go out)       */
 GC_API unsigned long GC_time_limit; /* accepted, no effect: lfgc has no

@@ -288,6 +288,13 @@ static int mode_heap0(void)
     return 0;
 }
 
+static int mode_entire(void)
+{
+    GC_INIT();
+    printf("entire=%d\n", GC_use_entire_heap);
+    return 0;
+}
+
 /* GC_set_all_interior_pointers(0) before initialisation: no extra byte. */
 static int mode_no_interior(void)
 {
@@ -318,6 +325,8 @@ __attribute__((constructor)) static void child_main(void)
         rc = mode_mark_overflow();
     else if (!strcmp(mode, "heap0"))
         rc = mode_heap0();
+    else if (!strcmp(mode, "entire"))
+        rc = mode_entire();
     else if (!strcmp(mode, "no_interior"))
         rc = mode_no_interior();
     fflush(stdout);
@@ -491,6 +500,18 @@ Test(env, gc_initial_heap_size)
                  "collections for 136 MiB of allocation", field(&with, "gc_no"));
     cr_assert_gt(field(&without, "gc_no"), 2, "default heap: %llu collections",
                  field(&without, "gc_no"));
+}
+
+/* As bdwgc: GC_USE_ENTIRE_HEAP, whatever its value, sets GC_use_entire_heap
+ * (test_policy.c checks what the setting does). */
+Test(env, gc_use_entire_heap)
+{
+    struct child with, without;
+    const char *const env[] = { "GC_USE_ENTIRE_HEAP=1", NULL };
+    run_child("entire", env, &with);
+    run_child("entire", NULL, &without);
+    cr_assert_eq(field(&with, "entire"), 1, "GC_USE_ENTIRE_HEAP=1 did not set it");
+    cr_assert_eq(field(&without, "entire"), 0, "set without GC_USE_ENTIRE_HEAP");
 }
 
 /* ------------------------------------------------------------------ */

@@ -16,6 +16,11 @@
  *                                        threads that each build structures
  *                                        minor collections trace collect
  *                                        less often than one thread
+ *   overdue_collection_comes_before_new_memory
+ *                                        with GC_use_entire_heap 0, garbage
+ *                                        is collected within the expanded
+ *                                        size instead of taking new memory;
+ *                                        with 1, the room is used first
  *   hooks_run_in_their_phases            what finalization does at the
  *                                        collection's two hook points is
  *                                        seen between the right events
@@ -133,6 +138,108 @@ Test(policy, pooled_room_passes_between_classes, .timeout = 30)
     cr_assert_eq(pr_check(), PR_B_NODES, "B's list is damaged at node %zu", pr_check());
     tu_collect();
     cr_assert_eq(pr_check(), PR_B_NODES, "B's list is damaged at node %zu", pr_check());
+}
+
+/* ------------------------------------------------------------------ */
+/* GC_use_entire_heap                                                   */
+
+/* A heap whose expanded size was raised by live data that then died: the
+ * room is there, but taking new memory for garbage instead of collecting
+ * only makes the process bigger.  With GC_use_entire_heap 0 (bdwgc's
+ * default) a collection that is well overdue comes first; with 1, lfgc
+ * fills the expanded size before it collects (lfgc's behaviour before). */
+#define UE_BIG_BLOCKS 4096          /* 16 MiB, pointer-free */
+#define UE_KEPT_NODES 2000
+#define UE_GARBAGE    (12 * MiB)
+
+struct ue_node {
+    struct ue_node *next;
+    uint64_t seed;
+    unsigned char bytes[48];
+};
+
+static struct ue_node *volatile ue_kept;
+static void **volatile ue_big;
+
+/* Live data that raises the expanded size; pointer-free, so that minor
+ * collections trace little of it (what they trace also spaces them). */
+static TU_NOINLINE void ue_make_big(void)
+{
+    ue_big = GC_malloc(UE_BIG_BLOCKS * sizeof(void *));
+    cr_assert_not_null(ue_big);
+    for (size_t i = 0; i < UE_BIG_BLOCKS; i++) {
+        ue_big[i] = GC_malloc_atomic(4000);
+        cr_assert_not_null(ue_big[i]);
+        memset(ue_big[i], 1, 4000);
+    }
+}
+
+static TU_NOINLINE struct ue_node *ue_list(size_t n, uint64_t seed0)
+{
+    struct ue_node *head = NULL;
+    for (size_t i = 0; i < n; i++) {
+        struct ue_node *e = GC_malloc(sizeof *e);
+        cr_assert_not_null(e);
+        e->next = head;
+        e->seed = seed0 + i;
+        tu_fill_bytes(e->bytes, sizeof e->bytes, e->seed);
+        head = e;
+    }
+    return head;
+}
+
+static TU_NOINLINE size_t ue_intact(const struct ue_node *e, size_t n, uint64_t seed0)
+{
+    size_t good = 0;
+    for (; e; e = e->next, n--)
+        good += e->seed == seed0 + n - 1 &&
+                tu_check_bytes(e->bytes, sizeof e->bytes, e->seed) == sizeof e->bytes;
+    return good;
+}
+
+/* Garbage of one class (sizes picked apart from the list's): returns the
+ * collections it took and the RSS it added. */
+static TU_NOINLINE GC_word ue_garbage(size_t size, size_t *rss_grew)
+{
+    size_t rss = tu_rss_bytes();
+    GC_word gc0 = GC_get_gc_no();
+    for (size_t done = 0; done < UE_GARBAGE; done += size) {
+        char *p = GC_malloc(size);
+        cr_assert_not_null(p);
+        p[0] = 1;
+        p[size - 1] = 1;
+    }
+    size_t now = tu_rss_bytes();
+    *rss_grew = now > rss ? now - rss : 0;
+    return GC_get_gc_no() - gc0;
+}
+
+Test(policy, overdue_collection_comes_before_new_memory, .timeout = 60)
+{
+    GC_INIT();
+    cr_assert_eq(GC_use_entire_heap, 0, "bdwgc's default is 0");
+    ue_kept = ue_list(UE_KEPT_NODES, 1);
+    ue_make_big();
+    ue_big = NULL;
+    GC_gcollect_and_unmap();
+    GC_gcollect_and_unmap();
+
+    size_t grew0, grew1;
+    GC_word gcs0 = ue_garbage(3000, &grew0);
+    GC_use_entire_heap = 1;
+    GC_gcollect_and_unmap();
+    GC_word gcs1 = ue_garbage(5000, &grew1);
+    GC_use_entire_heap = 0;
+
+    cr_assert_geq(gcs0, 4, "use_entire_heap 0: %lu collections for 12 MiB of garbage",
+                  (unsigned long)gcs0);
+    cr_assert_lt(grew0, 6 * MiB, "use_entire_heap 0: RSS grew by %zu KiB", grew0 >> 10);
+    cr_assert_lt(gcs1, gcs0, "use_entire_heap 1 collected as often (%lu, %lu)",
+                 (unsigned long)gcs1, (unsigned long)gcs0);
+    cr_assert_gt(grew1, grew0 + 2 * MiB,
+                 "use_entire_heap 1 did not use the room (RSS +%zu KiB, against +%zu)",
+                 grew1 >> 10, grew0 >> 10);
+    cr_assert_eq(ue_intact(ue_kept, UE_KEPT_NODES, 1), UE_KEPT_NODES, "the kept list is damaged");
 }
 
 /* ------------------------------------------------------------------ */
