@@ -198,7 +198,9 @@ static TU_NOINLINE size_t ue_intact(const struct ue_node *e, size_t n, uint64_t 
 }
 
 /* Garbage of one class (sizes picked apart from the list's): returns the
- * collections it took and the RSS it added. */
+ * collections it took and the RSS it added.  How many collections depends
+ * on the roots' size, which the rule counts (28 here, 3 in a UBSan build,
+ * whose runtime has large data segments); the checks compare. */
 static TU_NOINLINE GC_word ue_garbage(size_t size, size_t *rss_grew)
 {
     size_t rss = tu_rss_bytes();
@@ -231,12 +233,14 @@ Test(policy, overdue_collection_comes_before_new_memory, .timeout = 60)
     GC_word gcs1 = ue_garbage(5000, &grew1);
     GC_use_entire_heap = 0;
 
-    cr_assert_geq(gcs0, 4, "use_entire_heap 0: %lu collections for 12 MiB of garbage",
+    cr_log_info("use_entire_heap 0: %lu collections, RSS +%zu KiB; 1: %lu, +%zu KiB",
+                (unsigned long)gcs0, grew0 >> 10, (unsigned long)gcs1, grew1 >> 10);
+    cr_assert_geq(gcs0, 2, "use_entire_heap 0: %lu collections for 12 MiB of garbage",
                   (unsigned long)gcs0);
     cr_assert_lt(grew0, 6 * MiB, "use_entire_heap 0: RSS grew by %zu KiB", grew0 >> 10);
     cr_assert_lt(gcs1, gcs0, "use_entire_heap 1 collected as often (%lu, %lu)",
                  (unsigned long)gcs1, (unsigned long)gcs0);
-    cr_assert_gt(grew1, grew0 + 2 * MiB,
+    cr_assert_gt(grew1, grew0 + 4 * MiB,
                  "use_entire_heap 1 did not use the room (RSS +%zu KiB, against +%zu)",
                  grew1 >> 10, grew0 >> 10);
     cr_assert_eq(ue_intact(ue_kept, UE_KEPT_NODES, 1), UE_KEPT_NODES, "the kept list is damaged");
