@@ -132,8 +132,10 @@ Test(remote, every_thread_freeing_anothers_objects_keeps_them_intact_and_reuses_
     pthread_barrier_destroy(&st_barrier);
     cr_assert_not(st_bad, "an object changed between its allocation and its remote free");
     /* Each round allocates about 6 MiB in all: the remote frees of one
-     * round serve the next, so the heap levels off after the first few
-     * rounds (the threads' lists and pending batches fill up over them). */
+     * round serve the next.  The heap still grows slowly: with 32 KiB
+     * chunks 2.7-3.2 MiB over the first ten rounds and 1.0-1.4 MiB over
+     * the next twenty (two runs, 2026-11-28; the cause is not known), so
+     * the bound is taken from round 10. */
     cr_assert_lt(st_arena[ST_ROUNDS - 1], st_arena[9] + 4 * MiB,
                  "heap grew from %zu (round 10) to %zu bytes (round %d)", st_arena[9],
                  st_arena[ST_ROUNDS - 1], ST_ROUNDS);
