@@ -65,10 +65,10 @@ LF_MALLOC_TEXT void *lf_oom(size_t bytes)
 
 LF_MALLOC_TEXT static void span_set_kind(struct region *r, uint64_t j, unsigned kind)
 {
-    uint64_t first = (r->start >> CHUNK_SHIFT) + j;
-    memset(lf_chunk_map + first, kind + 1, r->span_chunks);
+    uint64_t first = region_chunk_entry(r, j);
+    chunk_entries_set(lf_chunk_map, first, r->span_chunks, (uint8_t)(kind + 1));
     if (kind == KIND_MALLOC)
-        memset(lf_free_map + first, (int)(r - lf_regions) + 1, r->span_chunks);
+        chunk_entries_set(lf_free_map, first, r->span_chunks, (uint8_t)(r - lf_regions + 1));
 }
 
 /* Threads in each owner group (internal.h, FREE_GROUPS): changed with the
@@ -167,7 +167,7 @@ static bool span_unmarked(const struct region *r, uint64_t j)
 LF_MALLOC_TEXT static void span_take(struct region *r, struct span *s, unsigned kind)
 {
     lf_assert(s->state == SPAN_UNUSED);
-    lf_assert(!lf_chunk_map[(r->start >> CHUNK_SHIFT) + span_chunk_index(r, s)]);
+    lf_assert(!lf_chunk_map[region_chunk_entry(r, span_chunk_index(r, s))]);
     lf_assert(span_unmarked(r, span_chunk_index(r, s)));
     s->next = NULL;
     s->kind = (uint8_t)kind;
@@ -277,7 +277,7 @@ LF_MALLOC_TEXT static struct span *span_grow(unsigned c, unsigned kind, uint64_t
                 return NULL;
             uint64_t j = r->next_chunk;
             r->next_chunk += r->span_chunks;
-            s = &r->spans[j];
+            s = span_at(r, j);
             s->dirty = 0;
             if (span_usable(r, j, kind))
                 break;
@@ -351,11 +351,11 @@ LF_MALLOC_TEXT void lf_span_free(struct region *r, struct span *s)
 {
     uint64_t j = span_chunk_index(r, s);
     lf_assert(s->state != SPAN_UNUSED);
-    lf_assert(lf_chunk_map[(r->start >> CHUNK_SHIFT) + j] == s->kind + 1);
+    lf_assert(lf_chunk_map[region_chunk_entry(r, j)] == s->kind + 1);
     lf_assert(span_unmarked(r, j));
-    memset(lf_chunk_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
+    chunk_entries_set(lf_chunk_map, region_chunk_entry(r, j), r->span_chunks, 0);
     if (s->kind == KIND_MALLOC)
-        memset(lf_free_map + (r->start >> CHUNK_SHIFT) + j, 0, r->span_chunks);
+        chunk_entries_set(lf_free_map, region_chunk_entry(r, j), r->span_chunks, 0);
     s->state = SPAN_UNUSED;
     s->old = 0;
     s->nursery = 0;
@@ -393,7 +393,7 @@ LF_MALLOC_TEXT void lf_span_free(struct region *r, struct span *s)
 /* Does a span in use own chunk j of r (lock held)? */
 LF_MALLOC_TEXT static bool chunk_in_use(const struct region *r, uint64_t j)
 {
-    return j < r->next_chunk && r->spans[j - j % r->span_chunks].state != SPAN_UNUSED;
+    return j < r->next_chunk && span_at(r, j - j % r->span_chunks)->state != SPAN_UNUSED;
 }
 
 /* Give a pooled small span's pages back to the OS; the caller has taken
@@ -870,7 +870,7 @@ LF_MALLOC_TEXT static void groups_init(void)
  * of the plain small kind). */
 static inline int slot_group(const void *p)
 {
-    unsigned k = lf_free_map[(uintptr_t)p >> CHUNK_SHIFT];
+    unsigned k = lf_free_map[chunk_entry((uintptr_t)p)];
     return k ? k_group[k] : -1;
 }
 
@@ -971,7 +971,7 @@ LF_MALLOC_TEXT static void owner_to_global(unsigned g, unsigned c, int to)
     uint8_t label = (uint8_t)(1 + c + (unsigned)to * FREE_GROUP_STRIDE);
     for (;; exact++) {
         if (to >= 0)
-            __atomic_store_n(&lf_free_map[(uintptr_t)tail >> CHUNK_SHIFT], label,
+            __atomic_store_n(&lf_free_map[chunk_entry((uintptr_t)tail)], label,
                              __ATOMIC_RELAXED);
         if (!link_decode(tail[0]))
             break;
@@ -1052,7 +1052,7 @@ LF_MALLOC_TEXT LFGC_EXPORT void lfgc_private_free_slow(void *p)
         return;
     }
     struct thread_cache *tc = lf_tl_cache;
-    unsigned k = lf_free_map[(uintptr_t)p >> CHUNK_SHIFT];
+    unsigned k = lf_free_map[chunk_entry((uintptr_t)p)];
     unsigned g = k_group[k], c = k_class[k];
     /* 0 until the cache is armed, and in lf_empty_cache. */
     uint64_t magic = tc->free_magic[FREE_MAGIC_OWN + (c & 63)];
@@ -1246,8 +1246,8 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
         uint64_t qa, qb;
         lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
         if (owned)
-            memset(lf_free_map + (r->start >> CHUNK_SHIFT) + span_chunk_index(r, s),
-                   (int)(1 + c + tc->free_group * FREE_GROUP_STRIDE), r->span_chunks);
+            chunk_entries_set(lf_free_map, region_chunk_entry(r, span_chunk_index(r, s)),
+                              r->span_chunks, (uint8_t)(1 + c + tc->free_group * FREE_GROUP_STRIDE));
         cur->span = s;
         cur->next = qa - r->q0;
         cur->end = qb - r->q0;
@@ -1680,7 +1680,7 @@ LF_MALLOC_TEXT static void group_left_release(unsigned g, unsigned c, int to)
     if (to >= 0) {
         uint8_t label = (uint8_t)(1 + c + (unsigned)to * FREE_GROUP_STRIDE);
         for (void **p = list; p; p = link_decode(p[0]))
-            __atomic_store_n(&lf_free_map[(uintptr_t)p >> CHUNK_SHIFT], label, __ATOMIC_RELAXED);
+            __atomic_store_n(&lf_free_map[chunk_entry((uintptr_t)p)], label, __ATOMIC_RELAXED);
     }
     free_list_prepend(class_kind_of(c, KIND_MALLOC), list);
 }
@@ -1768,7 +1768,7 @@ LF_MALLOC_TEXT static bool check_base(void *p, struct region **rp, struct span *
     }
     struct region *r = region_of(p);
     void *base = lowfat_base(p);
-    if (!r->mapped || (uintptr_t)p >= r->usable_end || !lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT]) {
+    if (!r->mapped || (uintptr_t)p >= r->usable_end || !lf_chunk_map[chunk_entry((uintptr_t)base)]) {
         if (r->mapped && (uintptr_t)p < lowfat_heap_top[lowfat_index(p)])
             lf_warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
                  (uintptr_t)p);
@@ -1782,7 +1782,7 @@ LF_MALLOC_TEXT static bool check_base(void *p, struct region **rp, struct span *
              "of an object; ignored\n", (uintptr_t)p);
         return false;
     }
-    struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
+    struct span *s = span_at(r, span_index_of(r, (uintptr_t)p));
     if (!r->large && slot_is_free(p)) {
         lf_warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",
              (uintptr_t)p);
@@ -1923,7 +1923,7 @@ LF_MALLOC_TEXT void lf_manual_free_small(void *p, unsigned c)
          * was replaced, whose successor frees what it allocated): the
          * span becomes the freeing thread's group's.  Only where its
          * slots are allocated and freed changes, not what is free. */
-        __atomic_store_n(&lf_free_map[(uintptr_t)p >> CHUNK_SHIFT],
+        __atomic_store_n(&lf_free_map[chunk_entry((uintptr_t)p)],
                          (uint8_t)(1 + c + tc->free_group * FREE_GROUP_STRIDE), __ATOMIC_RELAXED);
     }
     if (unlikely(lf_malloc_wipe))
@@ -2058,7 +2058,7 @@ static void free_object(void *p)
 static size_t object_size(const struct region *r, const void *p)
 {
     if (r->large)
-        return r->spans[span_index_of(r, (uintptr_t)p)].obj_bytes;
+        return span_at(r, span_index_of(r, (uintptr_t)p))->obj_bytes;
     return r->size;
 }
 
@@ -2124,7 +2124,7 @@ static inline __attribute__((always_inline)) void *base_of(const void *p)
     if (!lowfat_is_ptr(p))
         return NULL;
     void *base = lowfat_base(p);
-    if (!lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
+    if (!lf_chunk_map[chunk_entry((uintptr_t)base)])
         return NULL;
     struct region *r = region_of(p);
     if (r->large && (uintptr_t)p - (uintptr_t)base >= object_size(r, base))

@@ -437,7 +437,7 @@ LFGC_EXPORT void *GC_is_visible(void *p)
         GC_is_visible_print_proc(p);
         return p;
     }
-    unsigned k = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT];
+    unsigned k = lf_chunk_map[chunk_entry((uintptr_t)base)];
     if (k == 0) {
         GC_is_visible_print_proc(p);
         return p;

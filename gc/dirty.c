@@ -138,7 +138,7 @@ bool lf_dirty_enabled(void)
 
 static inline uint16_t *wp_bits(struct region *r, uint64_t addr)
 {
-    return &r->spans[(addr - r->start) >> CHUNK_SHIFT].wp_pages;
+    return &span_at(r, (addr - r->start) >> CHUNK_SHIFT)->wp_pages;
 }
 
 static inline uint16_t page_bit(uint64_t addr)
@@ -148,7 +148,7 @@ static inline uint16_t page_bit(uint64_t addr)
 
 static inline uint16_t untracked_bits(struct region *r, uint64_t addr)
 {
-    return r->spans[(addr - r->start) >> CHUNK_SHIFT].untracked_pages;
+    return span_at(r, (addr - r->start) >> CHUNK_SHIFT)->untracked_pages;
 }
 
 /* Chunks that may carry protection bits: those handed out, and the one
@@ -166,7 +166,7 @@ static void forget_protections(void)
         if (!r->mapped)
             continue;
         for (uint64_t j = 0, n = chunks_to_check(r); j < n; j++)
-            r->spans[j].wp_pages = 0;
+            span_at(r, j)->wp_pages = 0;
     }
 }
 
@@ -176,7 +176,7 @@ static void span_pages(const struct region *r, uint64_t j, uint64_t *lo, uint64_
 {
     uint64_t qa, qb;
     lf_span_slots(r, j, &qa, &qb);
-    uint64_t end = r->large ? qa * r->size + r->spans[j].obj_bytes : qb * r->size;
+    uint64_t end = r->large ? qa * r->size + span_at(r, j)->obj_bytes : qb * r->size;
     *lo = (qa * r->size) & ~(uint64_t)(PAGE_SIZE - 1);
     *hi = (end + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
 }
@@ -265,10 +265,10 @@ static bool check_protections(void)
             continue;
         uint64_t run = 0, run_end = 0;      /* chunks [run, run_end) to ask about */
         for (uint64_t j = 0, n = chunks_to_check(r); j < n && ok; j++) {
-            struct span *ch = &r->spans[j];
+            struct span *ch = span_at(r, j);
             if (!ch->wp_pages)
                 continue;
-            const struct span *s = &r->spans[span_index_of(r, r->start + (j << CHUNK_SHIFT))];
+            const struct span *s = span_at(r, span_index_of(r, r->start + (j << CHUNK_SHIFT)));
             if (!s->old && !s->aging) {
                 ch->wp_pages = 0;
                 continue;
@@ -341,13 +341,13 @@ static void each_old_object(struct region *r, uint64_t lo, uint64_t hi,
         if (i >= end)
             break;
         uint64_t base = (i + r->q0) * r->size;
-        unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
+        unsigned k = lf_chunk_map[chunk_entry(base)];
         i++;
         /* Kinds rescanned whole by every minor collection are queued by
          * lf_mark_rescan_kinds. */
         if (!k || lf_kinds[k - 1].ptrfree || lf_kinds[k - 1].rescan_minor)
             continue;
-        uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes
+        uint64_t len = r->large ? span_at(r, (base - r->start) >> CHUNK_SHIFT)->obj_bytes
                                 : r->size;
         len = kind_scan_len(&lf_kinds[k - 1], (const void *)base, len);
         if (!len || base + len <= lo)
@@ -380,7 +380,7 @@ static bool each_unprotected_run(bool (*fn)(struct region *, uint64_t, uint64_t)
         uint64_t run = 0, run_end = 0;  /* the open run               */
         uint64_t seen = 0;              /* pages below were looked at */
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            if (!r->spans[j].old && !(aging_too && r->spans[j].aging))
+            if (!span_at(r, j)->old && !(aging_too && span_at(r, j)->aging))
                 continue;
             uint64_t lo, hi;
             span_pages(r, j, &lo, &hi);
@@ -440,7 +440,7 @@ static bool page_points_to_aging(uint64_t p)
         if (base < r->start)
             continue;
         uint64_t j = (base - r->start) >> CHUNK_SHIFT;
-        if (j < r->next_chunk && r->spans[j].aging)
+        if (j < r->next_chunk && span_at(r, j)->aging)
             return true;
     }
     return false;
@@ -468,13 +468,13 @@ static bool page_all_old(struct region *r, uint64_t p)
         return false;
     /* A page lies in at most two spans: check both ends. */
     uint64_t a = qa * r->size, b = (qb - 1) * r->size;
-    unsigned ka = lf_chunk_map[a >> CHUNK_SHIFT];
-    unsigned kb = lf_chunk_map[b >> CHUNK_SHIFT];
+    unsigned ka = lf_chunk_map[chunk_entry(a)];
+    unsigned kb = lf_chunk_map[chunk_entry(b)];
     if (!ka || !kb || lf_kinds[ka - 1].ptrfree || lf_kinds[kb - 1].ptrfree)
         return false;
     if (!lf_bits_all(r->mark_bits, qa - r->q0, qb - r->q0))
         return false;
-    if (r->spans[span_index_of(r, a)].aging && r->spans[span_index_of(r, b)].aging)
+    if (span_at(r, span_index_of(r, a))->aging && span_at(r, span_index_of(r, b))->aging)
         return true;
     return !lf_hs.live_aging || !page_points_to_aging(p);
 }
@@ -567,7 +567,7 @@ static struct span *chunk_of(uint64_t addr, struct region **rp)
     if (j > r->max_chunks)          /* the table has max_chunks + 1 entries */
         return NULL;
     *rp = r;
-    return &r->spans[j];
+    return span_at(r, j);
 }
 
 /* Count the pages of [lo, hi) as written.  Lock-free: a collection
@@ -600,10 +600,10 @@ LFGC_EXPORT void GC_end_stubborn_change(const void *p)
     uint64_t base = slot_of(r, a) * r->size;
     if (base < r->start)
         return;
-    unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
+    unsigned k = lf_chunk_map[chunk_entry(base)];
     if (!k || lf_kinds[k - 1].ptrfree)
         return;
-    uint64_t len = r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes : r->size;
+    uint64_t len = r->large ? span_at(r, (base - r->start) >> CHUNK_SHIFT)->obj_bytes : r->size;
     mark_written(base, base + len);
 }
 
@@ -639,7 +639,7 @@ void lf_dirty_exclude(uint64_t a, uint64_t b)
         uint64_t end = r->start + (chunks_to_check(r) << CHUNK_SHIFT);
         uint64_t from = a > r->start ? a : r->start, to = b < end ? b : end;
         for (uint64_t p = from & ~(uint64_t)(PAGE_SIZE - 1); p < to; p += PAGE_SIZE) {
-            struct span *ch = &r->spans[(p - r->start) >> CHUNK_SHIFT];
+            struct span *ch = span_at(r, (p - r->start) >> CHUNK_SHIFT);
             ch->untracked_pages |= page_bit(p);
             __atomic_fetch_and(&ch->wp_pages, (uint16_t)~page_bit(p), __ATOMIC_SEQ_CST);
         }

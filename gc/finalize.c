@@ -309,7 +309,7 @@ static bool is_object(const void *p)
     if (!base)
         return false;
     struct region *r = region_of(base);
-    unsigned kind = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1;
+    unsigned kind = lf_chunk_map[chunk_entry((uintptr_t)base)] - 1;
     if (!r->large && !lf_kinds[kind].manual && !lf_kinds[kind].uncollectable &&
         !slot_is_free(base)) {
         uint64_t bit = lowfat_slot_number(base) - r->q0;
@@ -318,7 +318,7 @@ static bool is_object(const void *p)
         unsigned c = (unsigned)(r - lf_regions);
         if (kind < NUM_CACHED_KINDS && c < NUM_SMALL_CLASSES) {
             const struct sweep_cursor *cur = &lf_tl_cache->k[kind].cursor[c];
-            const struct span *s = &r->spans[span_index_of(r, (uintptr_t)base)];
+            const struct span *s = span_at(r, span_index_of(r, (uintptr_t)base));
             if (cur->span == s && s->state != SPAN_UNSWEPT && bit < cur->next)
                 return true;
         }
@@ -649,7 +649,7 @@ static void each_disclaim_object(bool only_all, void (*fn)(uintptr_t base, uint6
 
 static void push_contents(uintptr_t base, uint64_t len)
 {
-    const struct kind *k = &lf_kinds[lf_chunk_map[base >> CHUNK_SHIFT] - 1];
+    const struct kind *k = &lf_kinds[lf_chunk_map[chunk_entry(base)] - 1];
     uint64_t scan = kind_scan_len(k, (const void *)base, len);
     if (scan)
         lf_mark_push_part((const void *)base, (const void *)base, (const void *)(base + scan));
@@ -699,7 +699,7 @@ static void disclaim_after_restart(void)
     uint64_t ptrful = 0, ptrfree = 0;
     for (size_t i = 0; i < fz.disclaimed_len; i++) {
         void *obj = fz.disclaimed[i];
-        unsigned kind = lf_chunk_map[(uintptr_t)obj >> CHUNK_SHIFT] - 1;
+        unsigned kind = lf_chunk_map[chunk_entry((uintptr_t)obj)] - 1;
         if (fz.disclaim[kind](obj))
             continue;
         size_t bytes = GC_size(obj);
@@ -971,7 +971,7 @@ static void finalizers_decide(void)
             void *base = lowfat_base((void *)keys[e]);
             uint64_t bytes = r->large ? GC_size(base) : r->size;
             fz.queued_bytes += bytes;
-            if (lf_kinds[lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1].ptrfree)
+            if (lf_kinds[lf_chunk_map[chunk_entry((uintptr_t)base)] - 1].ptrfree)
                 fz.queued_ptrfree += bytes;
         }
         keys[e] = KEY_DEAD;

@@ -124,6 +124,12 @@ static inline void *link_encode(void *next) { return (void *)((uintptr_t)next ^ 
 static inline void *link_decode(void *word) { return (void *)((uintptr_t)word ^ LINK_TAG); }
 extern uint64_t lf_free_canary;
 extern uint8_t *lf_chunk_map;           /* see Layout below */
+/* Where a chunk's bytes are in the chunk and free maps (Layout below). */
+#define CHUNK_ENTRY 2
+static inline uint64_t chunk_entry(uint64_t addr)
+{
+    return (addr >> CHUNK_SHIFT) * CHUNK_ENTRY;
+}
 static inline bool slot_is_free(const void *slot)
 {
     const uint64_t *w = slot;
@@ -134,15 +140,15 @@ static inline bool slot_is_free(const void *slot)
 static inline bool slot_in_use(const void *p)
 {
     return lowfat_is_ptr(p) && lowfat_base(p) == p &&
-           lf_chunk_map[(uintptr_t)p >> CHUNK_SHIFT] != 0;
+           lf_chunk_map[chunk_entry((uintptr_t)p)] != 0;
 }
 /* A free-list link from slot p is sound: to nothing, or to a slot in use
  * of the same class (region) and kind (chunk map). */
 static inline bool link_sound(const void *p, const void *next)
 {
     return !next || (slot_in_use(next) && lowfat_index(next) == lowfat_index(p) &&
-                     lf_chunk_map[(uintptr_t)next >> CHUNK_SHIFT] ==
-                     lf_chunk_map[(uintptr_t)p >> CHUNK_SHIFT]);
+                     lf_chunk_map[chunk_entry((uintptr_t)next)] ==
+                     lf_chunk_map[chunk_entry((uintptr_t)p)]);
 }
 /* Take the first slot of a non-empty free list, its link and canary
  * cleared: the one pop every allocation path shares. */
@@ -231,7 +237,8 @@ struct region {
     uint64_t q0;            /* slot number of the first slot                */
     uint64_t *mark_bits;    /* one bit per slot, index q - q0               */
     uint64_t *alloc_bits;   /* uncollectable kinds: one bit per allocated slot */
-    struct span *spans;     /* one entry per chunk; a span uses its first   */
+    struct span *spans;     /* one entry per chunk (span_at); a span uses
+                               its first                                    */
     struct span *pool;      /* spans back from use, memory still mapped     */
     struct span *released;  /* spans back from use, pages given back        */
     struct span *skipped;   /* blacklisted chunks passed by the frontier:
@@ -251,15 +258,31 @@ struct region {
 _Static_assert(sizeof(struct region) == 128, "struct region: 128 bytes");
 
 extern struct region lf_regions[NUM_CLASSES];
-/* chunk_map[addr >> CHUNK_SHIFT] = 1 + kind of the span owning the slot
+/* The chunk and free maps are one table with an entry of CHUNK_ENTRY
+ * bytes per chunk of user space, the chunk map's byte first, so that a
+ * class's first chunks cost one page of table, not one of each map;
+ * chunk_entry(addr) indexes both.
+ * lf_chunk_map[chunk_entry(addr)] = 1 + kind of the span owning the slot
  * whose base is addr, 0 when no span in use owns it. */
 extern uint8_t *lf_chunk_map;
-/* lf_free_map[addr >> CHUNK_SHIFT] = 1 + class of the span of malloc's
+/* lf_free_map[chunk_entry(addr)] = 1 + class of the span of malloc's
  * plain small kind owning the chunk, 0 otherwise, for every user-space
- * address (4 GiB of address space, read-only beyond the heap): the free
+ * address (8 GiB of address space, read-only beyond the heap): the free
  * fast path's one lookup for kind, class and heap membership. */
 extern uint8_t *lf_free_map;
-extern uint8_t lf_free_map_boot[(256u << 20) >> CHUNK_SHIFT];  /* what it points to until it is made */
+/* What lf_free_map points to until the table is made. */
+extern uint8_t lf_free_map_boot[((256u << 20) >> CHUNK_SHIFT) * CHUNK_ENTRY];
+/* Set the bytes of `chunks` chunks from the entry at `entry` of one map. */
+static inline void chunk_entries_set(uint8_t *map, uint64_t entry, uint64_t chunks, uint8_t v)
+{
+    for (uint64_t i = 0; i < chunks; i++)
+        map[entry + i * CHUNK_ENTRY] = v;
+}
+/* The entry of chunk j of region r. */
+static inline uint64_t region_chunk_entry(const struct region *r, uint64_t j)
+{
+    return chunk_entry(r->start) + j * CHUNK_ENTRY;
+}
 extern bool lf_layout_ok;
 /* Another copy of lfgc owned the heap when this one loaded: this copy
  * must not act (see "One instance per process" in docs/design.md). */
@@ -287,7 +310,7 @@ static inline bool lf_object_of(const void *p, struct region **rp, uint64_t *qp)
         return false;
     struct region *r = &lf_regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)(uintptr_t)p * r->magic) >> 64);
-    if (q < r->q0 || !lf_chunk_map[(q * r->size) >> CHUNK_SHIFT])
+    if (q < r->q0 || !lf_chunk_map[chunk_entry((q * r->size))])
         return false;
     *rp = r;
     *qp = q;
@@ -299,9 +322,20 @@ static inline uint64_t span_index_of(const struct region *r, uint64_t addr)
 }
 /* First and one-past-last slot numbers of the span at chunk index j. */
 void lf_span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend);
+/* Chunk j's entry in region r's span table. */
+static inline struct span *span_at(const struct region *r, uint64_t j)
+{
+    return r->spans + j;
+}
 static inline uint64_t span_chunk_index(const struct region *r, const struct span *s)
 {
     return (uint64_t)(s - r->spans);
+}
+/* Is s the entry of one of region r's first `chunks` chunks (the
+ * verifier's test of a span pointer)? */
+static inline bool span_in_region(const struct region *r, const struct span *s, uint64_t chunks)
+{
+    return r->spans && s >= r->spans && span_chunk_index(r, s) < chunks;
 }
 
 /* The spans in use of every region, region by region in address order:
@@ -325,10 +359,10 @@ static inline bool span_next(struct span_iter *it)
         if (!r->mapped)
             continue;
         for (; j < r->next_chunk; j += r->span_chunks)
-            if (r->spans[j].state != SPAN_UNUSED) {
+            if (span_at(r, j)->state != SPAN_UNUSED) {
                 it->r = r;
                 it->j = j;
-                it->s = &r->spans[j];
+                it->s = span_at(r, j);
                 return true;
             }
     }
@@ -592,7 +626,7 @@ void lf_groups_after_fork(struct thread_cache *tc);   /* in the child */
  * lf_tl_cache, whose name carries the number: bump it whenever a field
  * lf_free_fast reads moves, so that a liblfgc-malloc built for another
  * layout fails to load rather than corrupt the heap. */
-#define LF_PRIVATE_ABI 3
+#define LF_PRIVATE_ABI 4
 #define LF_PRIVATE_TLS_CACHE_(n) lfgc_private_tl_cache_##n
 #define LF_PRIVATE_TLS_CACHE(n) LF_PRIVATE_TLS_CACHE_(n)
 /* Should the number not be bumped, the layout itself is compared:
@@ -635,7 +669,7 @@ static inline __attribute__((always_inline)) bool lf_free_fast(void *p, struct t
     __asm__ volatile goto("mov %c[map](%[tc]), %[m]\n\t"   /* map and canary */
                           "mov %[p], %[k]\n\t"
                           "shr %[chunk_shift], %[k]\n\t"
-                          "movzbl (%[m],%[k]), %k[k]\n\t"
+                          "movzbl (%[m],%[k],%c[entry]), %k[k]\n\t"
                           "mov %[p], %[t]\n\t"
                           "imul %c[magic](%[tc],%[k],8), %[t]\n\t"
                           "cmp %c[magic](%[tc],%[k],8), %[t]\n\t"
@@ -650,7 +684,7 @@ static inline __attribute__((always_inline)) bool lf_free_fast(void *p, struct t
                           "mov %[link], (%[p])\n\t"
                           "mov %[p], %c[head](%[tc],%[k],8)"
                           : [m] "=&r"(m), [t] "=&r"(t), [k] "=&r"(k), [link] "=&r"(link)
-                          : [p] "r"(p), [tc] "r"(tc), [chunk_shift] "i"(CHUNK_SHIFT),
+                          : [p] "r"(p), [tc] "r"(tc), [chunk_shift] "i"(CHUNK_SHIFT), [entry] "i"(CHUNK_ENTRY),
                             [map] "i"(offsetof(struct thread_cache, free_map_at) +
                                       8 * FREE_MAP_AT(0)),
                             [magic] "i"(offsetof(struct thread_cache, free_magic) +

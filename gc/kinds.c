@@ -392,7 +392,7 @@ LFGC_EXPORT void *GC_debug_generic_or_special_malloc(size_t bytes, int kind, con
 LFGC_EXPORT int GC_get_kind_and_size(const void *p, size_t *psize)
 {
     void *base = lf_base(p);
-    unsigned k = base ? lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] : 0;
+    unsigned k = base ? lf_chunk_map[chunk_entry((uintptr_t)base)] : 0;
     if (!k) {
         lf_warn("GC Warning: GC_get_kind_and_size: %p is not in lfgc's heap\n", (uintptr_t)p);
         if (psize)
@@ -409,7 +409,7 @@ static LF_UNSCANNED_BSS GC_describe_type_fn describe_type[MAX_KINDS];
 
 void lf_describe_type(void *base, char *buf)
 {
-    unsigned k = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT];
+    unsigned k = lf_chunk_map[chunk_entry((uintptr_t)base)];
     GC_describe_type_fn fn = k ? __atomic_load_n(&describe_type[k - 1], __ATOMIC_ACQUIRE) : NULL;
     /* Only an object the last collection marked: a free one (on a free
      * list) has no type to describe. */

@@ -74,7 +74,7 @@ LF_UNSCANNED uint8_t *lf_chunk_map;
 /* Until the map is made (a free before the library's constructor and
  * before any malloc), the addresses below 256 MiB, NULL first, read zeros
  * here. */
-LF_UNSCANNED_BSS uint8_t lf_free_map_boot[(256u << 20) >> CHUNK_SHIFT];
+LF_UNSCANNED_BSS uint8_t lf_free_map_boot[((256u << 20) >> CHUNK_SHIFT) * CHUNK_ENTRY];
 LF_UNSCANNED uint8_t *lf_free_map = lf_free_map_boot;
 LF_UNSCANNED bool lf_layout_ok;
 
@@ -247,14 +247,6 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
     fill_tables();
     if (!claim_heap())
         return false;
-    uint64_t chunk_map_bytes = LOWFAT_HEAP_END >> CHUNK_SHIFT;
-    lf_chunk_map = map_noreserve(chunk_map_bytes);
-    if (!lf_chunk_map) {
-        fprintf(stderr, "lfgc: cannot map the chunk map (%llu MiB of address "
-                "space): %s\n", (unsigned long long)(chunk_map_bytes >> 20),
-                strerror(errno));
-        return false;
-    }
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         size_t idx = LOWFAT_FIRST_REGION + c;
@@ -294,18 +286,23 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
             return false;
         r->reserved = 1;
     }
-    /* After the regions, so that it cannot take their place.  The free
-     * map covers every user-space address, so that free needs no range
-     * check; only its part below the heap's end is ever written. */
-    uint64_t free_map_bytes = (uint64_t)1 << (47 - CHUNK_SHIFT);
-    void *fm = mmap(NULL, free_map_bytes, PROT_READ,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (fm == MAP_FAILED || mprotect(fm, chunk_map_bytes, PROT_READ | PROT_WRITE) != 0) {
-        fprintf(stderr, "lfgc: cannot map the free map (%llu MiB of address space): %s\n",
-                (unsigned long long)(free_map_bytes >> 20), strerror(errno));
+    /* After the regions, so that it cannot take their place.  The table
+     * of the chunk and free maps covers every user-space address, so that
+     * free needs no range check; only its part below the heap's end is
+     * ever written. */
+    uint64_t table_bytes = chunk_entry((uint64_t)1 << 47);
+    uint64_t heap_part = chunk_entry(LOWFAT_HEAP_END);
+    uint8_t *table = mmap(NULL, table_bytes, PROT_READ,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (table == MAP_FAILED || mprotect(table, heap_part, PROT_READ | PROT_WRITE) != 0) {
+        fprintf(stderr, "lfgc: cannot map the chunk and free maps (%llu MiB of "
+                "address space): %s\n", (unsigned long long)(table_bytes >> 20),
+                strerror(errno));
         return false;
     }
-    __atomic_store_n(&lf_free_map, (uint8_t *)fm, __ATOMIC_RELEASE);
+    lf_chunk_map = table;
+    uint8_t *fm = table + 1;
+    __atomic_store_n(&lf_free_map, fm, __ATOMIC_RELEASE);
     /* Caches are made after this (the constructor runs it before main), but
      * threads without one use the empty cache's. */
     __atomic_store_n(&lf_empty_cache.free_map_at[FREE_MAP_AT(0)], (uint8_t *)fm,

@@ -114,13 +114,13 @@ LF_MALLOC_TEXT static const char *classify(const void *p, struct region **rp, co
     struct region *r = region_of(p);
     const void *base = lowfat_base(p);
     if (!r->mapped || (uintptr_t)p >= r->usable_end ||
-        !lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT])
+        !lf_chunk_map[chunk_entry((uintptr_t)base)])
         return "no allocated object there (already freed, or never allocated)";
     if (base != p) {
         *basep = base;
         return "an interior pointer, not the start of its object, which starts at";
     }
-    unsigned kind = lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1u;
+    unsigned kind = lf_chunk_map[chunk_entry((uintptr_t)base)] - 1u;
     if (!lf_kinds[kind].manual)
         return "an object of the collector (GC_malloc and friends), not malloc's";
     if (!r->large && slot_is_free(p))
@@ -237,7 +237,7 @@ LF_MALLOC_TEXT LFGC_EXPORT void *lfgc_calloc(size_t count, size_t size)
      * MADV_DONTNEED when freed) unless their span kept its pages. */
     struct region *r = region_of(p);
     if (r->large) {
-        struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
+        struct span *s = span_at(r, span_index_of(r, (uintptr_t)p));
         if (s->dirty)
             memset(p, 0, n);
         s->dirty = 0;
@@ -267,7 +267,7 @@ LF_MALLOC_TEXT static size_t usable(const struct region *r)
  * object); its span's size and the heap's figures follow it either way. */
 LF_MALLOC_TEXT static void large_resize(struct region *r, void *p, size_t n)
 {
-    struct span *s = &r->spans[span_index_of(r, (uintptr_t)p)];
+    struct span *s = span_at(r, span_index_of(r, (uintptr_t)p));
     uint64_t want = (n + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
     if (want < s->obj_bytes && r->size - want >= SHRINK_RELEASE_MIN)
         madvise((char *)p + want, r->size - want, MADV_DONTNEED);
@@ -484,7 +484,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
             continue;
         uint64_t ours = 0;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
+            struct span *s = span_at(r, j);
             if (s->state != SPAN_UNUSED && s->kind == kind) {
                 uint64_t qa, qb;
                 lf_span_slots(r, j, &qa, &qb);
@@ -496,7 +496,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
             bits_set(r->mark_bits, lowfat_slot_number(p) - r->q0, true);
         uint64_t empty = 0;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
+            struct span *s = span_at(r, j);
             s->old = 0;
             if (s->state == SPAN_UNUSED || s->kind != kind)
                 continue;
@@ -514,7 +514,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
         uint32_t kept = 0;
         for (void **p = ck->free, **next; p; p = next) {
             next = link_decode(p[0]);
-            if (r->spans[span_index_of(r, (uintptr_t)p)].old)
+            if (span_at(r, span_index_of(r, (uintptr_t)p))->old)
                 continue;
             p[0] = link_encode(NULL);
             if (keep_tail)
@@ -527,7 +527,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
         ck->free = keep;
         ck->free_count = kept;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
+            struct span *s = span_at(r, j);
             if (!s->old)
                 continue;
             s->old = 0;
@@ -574,7 +574,7 @@ struct cached {
 static bool cached_free_slot(void *p, unsigned c, unsigned kind)
 {
     return lowfat_is_ptr(p) && lowfat_index(p) == LOWFAT_FIRST_REGION + c &&
-           lowfat_base(p) == p && lf_chunk_map[(uintptr_t)p >> CHUNK_SHIFT] == kind + 1 &&
+           lowfat_base(p) == p && lf_chunk_map[chunk_entry((uintptr_t)p)] == kind + 1 &&
            slot_is_free(p);
 }
 
@@ -638,7 +638,7 @@ LFGC_EXPORT struct mallinfo2 lfgc_mallinfo2(void)
             continue;
         }
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
+            struct span *s = span_at(r, j);
             if (s->state != SPAN_UNUSED && s->kind == KIND_MALLOC_LARGE) {
                 large++;
                 large_bytes += s->obj_bytes;

@@ -220,7 +220,7 @@ static inline uintptr_t *push_range(struct marker *m, uintptr_t *top, uintptr_t 
 static inline uintptr_t object_end(uintptr_t base)
 {
     const struct region *r = &lf_regions[(base >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION];
-    return base + (r->large ? r->spans[(base - r->start) >> CHUNK_SHIFT].obj_bytes : r->size);
+    return base + (r->large ? span_at(r, (base - r->start) >> CHUNK_SHIFT)->obj_bytes : r->size);
 }
 
 /* ------------------------------------------------------------------ */
@@ -238,7 +238,7 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
     const struct region *r = &lf_regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)w * r->magic) >> 64);
     uint64_t base = q * r->size;
-    unsigned k = lf_chunk_map[base >> CHUNK_SHIFT];
+    unsigned k = lf_chunk_map[chunk_entry(base)];
     if (unlikely(!k)) {
         /* No span in use owns that slot: not a pointer, but it would pin
          * what is allocated there later (blacklist.c). */
@@ -403,7 +403,7 @@ static inline void note_indirect_proc(uintptr_t obj)
     uint64_t j = (base - r->start) >> CHUNK_SHIFT;
     if (unlikely(r->span_chunks != 1))
         j = j / r->span_chunks * r->span_chunks;
-    struct span *s = &r->spans[j];
+    struct span *s = span_at(r, j);
     if (unlikely(!__atomic_load_n(&s->indirect_procs, __ATOMIC_RELAXED))) {
         __atomic_store_n(&s->indirect_procs, 1, __ATOMIC_RELAXED);
         __atomic_store_n(&marking.indirect_procs, true, __ATOMIC_RELAXED);
@@ -558,7 +558,7 @@ static uintptr_t *scan_typed_array(struct marker *m, uintptr_t *top, uintptr_t b
 static uintptr_t *dispatch_entry(struct marker *m, uintptr_t *top, uintptr_t base, uintptr_t lo,
                                   uintptr_t hi, bool atomic, struct mark_entry *e)
 {
-    const struct kind *k = &lf_kinds[lf_chunk_map[base >> CHUNK_SHIFT] - 1];
+    const struct kind *k = &lf_kinds[lf_chunk_map[chunk_entry(base)] - 1];
     uintptr_t end = object_end(base);
     uint64_t len = kind_scan_len(k, (const void *)base, end - base);
     e->lo = e->hi = base;
@@ -969,7 +969,7 @@ void lf_mark_stack_range(const void *lo, const void *hi)
         uintptr_t w = *p;
         if (lowfat_is_ptr((void *)w)) {
             uintptr_t base = (uintptr_t)lowfat_base((void *)w);
-            if (lf_chunk_map[base >> CHUNK_SHIFT])
+            if (lf_chunk_map[chunk_entry(base)])
                 w = base;
         }
         m->top = marking.parallel_now ? mark_word(m, w, m->top, true, false)
@@ -999,7 +999,7 @@ void lf_mark_push(const void *lo, const void *hi)
 
 void lf_mark_push_part(const void *base, const void *lo, const void *hi)
 {
-    const struct kind *k = &lf_kinds[lf_chunk_map[(uintptr_t)base >> CHUNK_SHIFT] - 1];
+    const struct kind *k = &lf_kinds[lf_chunk_map[chunk_entry((uintptr_t)base)] - 1];
     if (!kind_precise(k)) {
         lf_mark_push(lo, hi);
         return;
@@ -1216,7 +1216,7 @@ void lf_mark_contents(const void *p, bool skip_self)
     uint64_t q;
     if (!lf_object_of(p, &r, &q))
         return;
-    const struct kind *k = &lf_kinds[lf_chunk_map[(q * r->size) >> CHUNK_SHIFT] - 1];
+    const struct kind *k = &lf_kinds[lf_chunk_map[chunk_entry((q * r->size))] - 1];
     uintptr_t base = q * r->size, end = object_end(base);
     /* What the marker would scan of it: its kind says how much. */
     uint64_t len = kind_scan_len(k, (const void *)base, end - base);
@@ -1277,7 +1277,7 @@ void lf_mark_clear_all(void)
         memset(r->mark_bits, 0, (bits + 63) / 64 * 8);
         if (procs)
             for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks)
-                r->spans[j].indirect_procs = 0;
+                span_at(r, j)->indirect_procs = 0;
     }
 }
 
@@ -1293,7 +1293,7 @@ void lf_mark_clear_aging(void)
         if (!r->mapped || !r->next_chunk || r->large)
             continue;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
+            struct span *s = span_at(r, j);
             if (!s->aging)
                 continue;
             uint64_t qa, qb;

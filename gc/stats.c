@@ -237,7 +237,7 @@ void lf_dump(const char *name)
             continue;
         uint64_t in_use = 0, unswept = 0, pooled = 0;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            uint8_t st = r->spans[j].state;
+            uint8_t st = span_at(r, j)->state;
             in_use += st != SPAN_UNUSED;
             unswept += st == SPAN_UNSWEPT;
         }
@@ -283,7 +283,7 @@ LFGC_EXPORT void GC_dump_regions(void)
                 (unsigned long long)r->size, (void *)r->start, (void *)end);
         uint64_t run = 0;
         for (uint64_t j = r->span_chunks; j <= r->next_chunk; j += r->span_chunks) {
-            const struct span *a = &r->spans[run], *b = &r->spans[j];
+            const struct span *a = span_at(r, run), *b = span_at(r, j);
             if (j < r->next_chunk && b->state == a->state &&
                 (a->state == SPAN_UNUSED || b->kind == a->kind))
                 continue;

@@ -29,10 +29,10 @@ void lf_sweep_after_mark(bool generational)
         uint64_t j = r->next_chunk;
         while (j > 0) {
             j -= r->span_chunks;
-            struct span *s = &r->spans[j];
+            struct span *s = span_at(r, j);
             bool nursery = s->nursery;
             s->old = s->nursery = s->aging = 0;
-            uint8_t mapped_kind = lf_chunk_map[(r->start >> CHUNK_SHIFT) + j];
+            uint8_t mapped_kind = lf_chunk_map[region_chunk_entry(r, j)];
             if (s->state == SPAN_UNUSED) {
                 lf_assert(!mapped_kind);
                 continue;

@@ -713,7 +713,7 @@ static bool stack_extent_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
     const struct region *r = region_of((const void *)base);
     uint64_t size = r->size;
     if (r->large) {
-        uint64_t bytes = r->spans[span_index_of(r, base)].obj_bytes;
+        uint64_t bytes = span_at(r, span_index_of(r, base))->obj_bytes;
         if (addr - base < bytes)
             size = bytes;
     }

@@ -177,7 +177,7 @@ static enum lfgc_slot_state slot_state_now(const void *p)
     if (!base)
         return LFGC_SLOT_NOT_HEAP;
     struct region *r = region_of(base);
-    struct span *s = &r->spans[span_index_of(r, (uintptr_t)base)];
+    struct span *s = span_at(r, span_index_of(r, (uintptr_t)base));
     if (s->state == SPAN_UNUSED)
         return LFGC_SLOT_NOT_HEAP;      /* freed meanwhile by another thread */
     uint64_t from = UINT64_MAX;
@@ -382,7 +382,7 @@ static const char *kind_name(unsigned k)
 /* The span owning slot base p (in use: chunk map checked by the caller). */
 static struct span *span_of(struct region *r, const void *p)
 {
-    return &r->spans[span_index_of(r, (uintptr_t)p)];
+    return span_at(r, span_index_of(r, (uintptr_t)p));
 }
 
 /* Spans, chunk map, pools; returns the number of unswept spans. */
@@ -396,7 +396,6 @@ static uint64_t verify_spans(struct verify *v, uint64_t *heap_sum, uint64_t *rel
                 problem(v, "class %llu: spans taken but no metadata", (unsigned long long)c);
             continue;
         }
-        uint64_t chunk0 = r->start >> CHUNK_SHIFT;
         if (r->next_chunk > r->max_chunks || r->next_chunk % r->span_chunks) {
             problem(v, "class %llu: frontier at chunk %llu (of %llu, spans of %llu)",
                     (unsigned long long)c, (unsigned long long)r->next_chunk,
@@ -405,16 +404,16 @@ static uint64_t verify_spans(struct verify *v, uint64_t *heap_sum, uint64_t *rel
         }
         /* The span past the frontier is no span's. */
         for (uint64_t i = r->next_chunk; i < r->next_chunk + r->span_chunks && i < r->max_chunks; i++)
-            if (lf_chunk_map[chunk0 + i])
+            if (lf_chunk_map[region_chunk_entry(r, i)])
                 problem(v, "class %llu: chunk map set past the frontier (chunk %llu)",
                         (unsigned long long)c, (unsigned long long)i);
         uint64_t unused = 0, top = 0;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = &r->spans[j];
+            struct span *s = span_at(r, j);
             void *at = (void *)(r->start + (j << CHUNK_SHIFT));
-            uint8_t m = lf_chunk_map[chunk0 + j];
+            uint8_t m = lf_chunk_map[region_chunk_entry(r, j)];
             for (uint64_t i = 1; i < r->span_chunks; i++)
-                if (lf_chunk_map[chunk0 + j + i] != m) {
+                if (lf_chunk_map[region_chunk_entry(r, j + i)] != m) {
                     problem(v, "span %p: its chunks disagree in the chunk map", at);
                     break;
                 }
@@ -478,8 +477,8 @@ static uint64_t verify_spans(struct verify *v, uint64_t *heap_sum, uint64_t *rel
         struct span *lists[3] = { r->pool, r->released, r->skipped };
         for (int l = 0; l < 3; l++) {
             for (struct span *s = lists[l]; s; s = s->next) {
-                uint64_t j = (uint64_t)(s - r->spans);
-                if (s < r->spans || j >= r->next_chunk || j % r->span_chunks) {
+                if (!span_in_region(r, s, r->next_chunk) ||
+                    span_chunk_index(r, s) % r->span_chunks) {
                     problem(v, "class %llu: %s list holds %p, not one of its spans",
                             (unsigned long long)c, names[l], (void *)s);
                     break;
@@ -491,7 +490,7 @@ static uint64_t verify_spans(struct verify *v, uint64_t *heap_sum, uint64_t *rel
                 }
                 if (s->state != SPAN_UNUSED)
                     problem(v, "span %p: in use, but on the %s list",
-                            (void *)(r->start + (j << CHUNK_SHIFT)), names[l]);
+                            (void *)(r->start + (span_chunk_index(r, s) << CHUNK_SHIFT)), names[l]);
                 uint64_t bytes = r->large ? s->obj_bytes : (uint64_t)r->span_chunks << CHUNK_SHIFT;
                 if (l == 1)
                     *released_sum += bytes;
@@ -519,8 +518,8 @@ static void verify_unswept_lists(struct verify *v, uint64_t unswept)
         for (unsigned k = 0; k < kinds; k++) {
             struct span *s = class_kind_of(c, k)->unswept;
             for (; s; s = s->next) {
-                uint64_t j = (uint64_t)(s - r->spans);
-                if (!r->mapped || s < r->spans || j >= r->next_chunk || j % r->span_chunks) {
+                if (!r->mapped || !span_in_region(r, s, r->next_chunk) ||
+                    span_chunk_index(r, s) % r->span_chunks) {
                     problem(v, "class %llu, kind %llu: unswept list holds %p, not one of "
                             "its spans", (unsigned long long)c, (unsigned long long)k,
                             (void *)s);
@@ -533,7 +532,7 @@ static void verify_unswept_lists(struct verify *v, uint64_t unswept)
                 }
                 if (s->state != SPAN_UNSWEPT || s->kind != k)
                     problem(v, "span %p on the unswept list of kind %llu: state %llu, kind %llu",
-                            (void *)(r->start + (j << CHUNK_SHIFT)), (unsigned long long)k,
+                            (void *)(r->start + (span_chunk_index(r, s) << CHUNK_SHIFT)), (unsigned long long)k,
                             (unsigned long long)s->state, (unsigned long long)s->kind);
             }
         }
@@ -630,17 +629,17 @@ static void verify_cache(struct thread_cache *tc, void *arg)
             if (!s)
                 continue;
             struct region *r = &lf_regions[c];
-            uint64_t j = (uint64_t)(s - r->spans);
             if (v->after) {
                 problem(v, "a sweep cursor (class %llu, %s) survived the collection",
                         (unsigned long long)r->size, kind_name(k));
                 continue;
             }
-            if (!r->mapped || s < r->spans || j >= r->next_chunk) {
+            if (!r->mapped || !span_in_region(r, s, r->next_chunk)) {
                 problem(v, "sweep cursor (class %llu, %s) holds %p, not one of its spans",
                         (unsigned long long)r->size, kind_name(k), (void *)s);
                 continue;
             }
+            uint64_t j = span_chunk_index(r, s);
             void *at = (void *)(r->start + (j << CHUNK_SHIFT));
             uint64_t qa, qb;
             lf_span_slots(r, j, &qa, &qb);

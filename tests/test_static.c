@@ -114,7 +114,7 @@ Test(layout_edge, word_in_partial_first_slot_after_full_region)
     lock();
     struct span *skipped = r->skipped;     /* those the test's allocations passed */
     for (uint64_t j = 0; j + 1 < r->max_chunks; j++) {
-        struct span *s = &r->spans[j];
+        struct span *s = span_at(r, j);
         bool listed = false;
         for (struct span *t = skipped; t && !listed; t = t->next)
             listed = t == s;
@@ -406,4 +406,45 @@ Test(metadata, blacklist_pages_only_where_words_hit)
     cr_assert_geq(unhit, NUM_SMALL_CLASSES / 2, "only %u regions without a hit", unhit);
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
         keep[c] = NULL;
+}
+
+/* The chunk map and the free map are one table (internal.h): a class in
+ * use costs a single page of it, where two maps cost two.  Every small
+ * class gets a malloc'ed object; the table's resident pages must then
+ * number at most the classes with metadata, and each object's chunk must
+ * read as malloc's kind in the one and as its class in the other. */
+Test(metadata, chunk_and_free_maps_cost_a_page_per_class)
+{
+    static void *keep[NUM_SMALL_CLASSES];
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        keep[c] = lfgc_malloc(c ? lf_regions[c - 1].size + 1 : 1);
+        cr_assert_not_null(keep[c]);
+        cr_assert_eq(lowfat_index(keep[c]) - LOWFAT_FIRST_REGION, c,
+                     "request for class %u landed elsewhere", c);
+    }
+    unsigned classes = 0;
+    for (unsigned c = 0; c < NUM_CLASSES; c++)
+        classes += lf_regions[c].mapped;
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        uint64_t e = chunk_entry((uintptr_t)keep[c]);
+        cr_assert_eq(lf_chunk_map[e], lf_malloc_small_kind + 1, "class %u: chunk map", c);
+        cr_assert_eq((lf_free_map[e] - 1) % FREE_GROUP_STRIDE, c, "class %u: free map", c);
+        cr_assert_eq((uintptr_t)&lf_chunk_map[e] / PAGE_SIZE, (uintptr_t)&lf_free_map[e] / PAGE_SIZE,
+                     "class %u: its two bytes on different pages", c);
+    }
+    size_t bytes = chunk_entry(LOWFAT_HEAP_END) + 1;
+    size_t pages = (bytes + PAGE_SIZE - 1) / PAGE_SIZE;
+    unsigned char *v = malloc(pages);
+    cr_assert_not_null(v);
+    cr_assert_eq(mincore(lf_chunk_map, pages * PAGE_SIZE, v), 0, "mincore: %s", strerror(errno));
+    size_t resident = 0;
+    for (size_t i = 0; i < pages; i++)
+        resident += v[i] & 1;
+    free(v);
+    cr_assert_geq(resident, NUM_SMALL_CLASSES / 2, "only %zu pages resident: mincore unreliable?",
+                  resident);
+    cr_assert_leq(resident, classes, "%zu resident pages of the chunk and free maps for %u "
+                  "classes in use", resident, classes);
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+        lfgc_free(keep[c]);
 }
