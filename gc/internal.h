@@ -237,8 +237,8 @@ struct region {
     uint64_t q0;            /* slot number of the first slot                */
     uint64_t *mark_bits;    /* one bit per slot, index q - q0               */
     uint64_t *alloc_bits;   /* uncollectable kinds: one bit per allocated slot */
-    struct span *spans;     /* one entry per chunk (span_at); a span uses
-                               its first                                    */
+    struct span *spans;     /* one entry per chunk (span_at: the first ones
+                               are in lf_span_heads); a span uses its first */
     struct span *pool;      /* spans back from use, memory still mapped     */
     struct span *released;  /* spans back from use, pages given back        */
     struct span *skipped;   /* blacklisted chunks passed by the frontier:
@@ -322,20 +322,35 @@ static inline uint64_t span_index_of(const struct region *r, uint64_t addr)
 }
 /* First and one-past-last slot numbers of the span at chunk index j. */
 void lf_span_slots(const struct region *r, uint64_t j, uint64_t *qfirst, uint64_t *qend);
-/* Chunk j's entry in region r's span table. */
+/* The span entries of each class's first SPAN_HEAD_CHUNKS chunks are in
+ * one table shared by all classes, lf_span_heads, so that a class with
+ * few chunks costs no page of span table of its own (a class in use cost
+ * one); those of the other chunks are in the region's table, r->spans
+ * (whose first SPAN_HEAD_CHUNKS entries are never used). */
+#define SPAN_HEAD_CHUNKS 16
+extern struct span lf_span_heads[NUM_CLASSES][SPAN_HEAD_CHUNKS];
+/* Chunk j's entry. */
 static inline struct span *span_at(const struct region *r, uint64_t j)
 {
-    return r->spans + j;
+    return likely(j < SPAN_HEAD_CHUNKS) ? &lf_span_heads[r - lf_regions][j] : r->spans + j;
 }
+/* Which chunk's entry s is (s is one of r's). */
 static inline uint64_t span_chunk_index(const struct region *r, const struct span *s)
 {
-    return (uint64_t)(s - r->spans);
+    uint64_t h = ((uintptr_t)s - (uintptr_t)lf_span_heads[r - lf_regions]) / sizeof *s;
+    return h < SPAN_HEAD_CHUNKS ? h : (uint64_t)(s - r->spans);
 }
 /* Is s the entry of one of region r's first `chunks` chunks (the
  * verifier's test of a span pointer)? */
 static inline bool span_in_region(const struct region *r, const struct span *s, uint64_t chunks)
 {
-    return r->spans && s >= r->spans && span_chunk_index(r, s) < chunks;
+    uintptr_t head = (uintptr_t)lf_span_heads[r - lf_regions];
+    uintptr_t off = (uintptr_t)s - head;
+    if (off < sizeof lf_span_heads[0])
+        return off % sizeof *s == 0 && off / sizeof *s < chunks;
+    off = (uintptr_t)s - (uintptr_t)r->spans;
+    return r->spans && (uintptr_t)s >= (uintptr_t)r->spans && off % sizeof *s == 0 &&
+           off / sizeof *s >= SPAN_HEAD_CHUNKS && off / sizeof *s < chunks;
 }
 
 /* The spans in use of every region, region by region in address order:

@@ -71,6 +71,7 @@ LFGC_EXPORT const char LOWFAT_LAYOUT_ID(LOWFAT_REGION_SHIFT, LOWFAT_FIRST_REGION
 
 LF_UNSCANNED_BSS struct region lf_regions[NUM_CLASSES];
 LF_UNSCANNED uint8_t *lf_chunk_map;
+LF_UNSCANNED_BSS struct span lf_span_heads[NUM_CLASSES][SPAN_HEAD_CHUNKS];
 /* Until the map is made (a free before the library's constructor and
  * before any malloc), the addresses below 256 MiB, NULL first, read zeros
  * here. */

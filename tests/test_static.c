@@ -412,8 +412,10 @@ Test(metadata, blacklist_pages_only_where_words_hit)
  * use costs a single page of it, where two maps cost two.  Every small
  * class gets a malloc'ed object; the table's resident pages must then
  * number at most the classes with metadata, and each object's chunk must
- * read as malloc's kind in the one and as its class in the other. */
-Test(metadata, chunk_and_free_maps_cost_a_page_per_class)
+ * read as malloc's kind in the one and as its class in the other.  The
+ * span entries of a class's first chunks are in a table all classes
+ * share: the regions' own span tables stay untouched. */
+Test(metadata, a_class_in_use_costs_one_page_of_tables)
 {
     static void *keep[NUM_SMALL_CLASSES];
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
@@ -445,6 +447,19 @@ Test(metadata, chunk_and_free_maps_cost_a_page_per_class)
                   resident);
     cr_assert_leq(resident, classes, "%zu resident pages of the chunk and free maps for %u "
                   "classes in use", resident, classes);
+    /* Each class has one chunk: its span entry is in the shared table,
+     * and no page of the region's own span table is resident. */
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        const struct region *r = &lf_regions[c];
+        uint64_t j = span_index_of(r, (uintptr_t)keep[c]);
+        cr_assert_lt(j, SPAN_HEAD_CHUNKS, "class %u: %llu chunks", c, (unsigned long long)j);
+        const struct span *s = span_at(r, j);
+        cr_assert_eq(s->state, SPAN_SWEPT, "class %u: its span's state %u", c, s->state);
+        cr_assert_eq(span_chunk_index(r, s), j, "class %u: entry and index disagree", c);
+        unsigned char in = 0;
+        cr_assert_eq(mincore(r->spans, PAGE_SIZE, &in), 0, "mincore: %s", strerror(errno));
+        cr_assert_eq(in & 1, 0, "class %u: a page of its own span table is resident", c);
+    }
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
         lfgc_free(keep[c]);
 }
