@@ -1179,7 +1179,14 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
                 break;
             }
             if (cur->span) {
-                list = cursor_take(r, cur, kind, want, plain != NULL, &n);
+                /* A span taken empty is linked a page at a time, two slots
+                 * at least: a batch of large slots would write pages that
+                 * may never be used (a program with one 4 KiB buffer had
+                 * 32 KiB resident).  Two, so that the slot after a lone
+                 * object is linked, free, and a free of it caught. */
+                size_t link = cur->fresh && r->size > PAGE_SIZE / 8
+                    ? (r->size < PAGE_SIZE / 2 ? PAGE_SIZE / r->size : 2) : want;
+                list = cursor_take(r, cur, kind, link, plain != NULL, &n);
                 if (cur->next >= cur->end)
                     cur->span = NULL;
                 if (plain && list) {
@@ -1252,6 +1259,7 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
         cur->next = qa - r->q0;
         cur->end = qb - r->q0;
         cur->clear = lf_kinds[kind].clear && (!fresh || s->dirty);
+        cur->fresh = fresh;
         s->dirty = 0;
         unlock();
     }

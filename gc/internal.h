@@ -554,6 +554,7 @@ struct sweep_cursor {
     struct span *span;      /* NULL: none                                  */
     uint64_t next, end;     /* bitmap indices still to sweep               */
     bool clear;             /* zero dead slots                             */
+    bool fresh;             /* the span was taken empty                    */
 };
 
 /* Owner groups of malloc's plain small spans.  Every thread belongs to

@@ -463,3 +463,36 @@ Test(metadata, a_class_in_use_costs_one_page_of_tables)
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
         lfgc_free(keep[c]);
 }
+
+/* A span taken empty is linked a page at a time (two slots at least): one
+ * object of a large class leaves the rest of its span untouched, not a
+ * batch of eight slots' pages.  Both malloc's kind and the collector's. */
+static size_t resident_pages_of_chunk(const void *p)
+{
+    uintptr_t chunk = (uintptr_t)p & ~(CHUNK_SIZE - 1);
+    unsigned char v[CHUNK_SIZE / PAGE_SIZE];
+    cr_assert_eq(mincore((void *)chunk, CHUNK_SIZE, v), 0, "mincore: %s", strerror(errno));
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof v; i++)
+        n += v[i] & 1;
+    return n;
+}
+
+Test(metadata, one_large_slot_touches_two_pages_of_its_span)
+{
+    GC_INIT();
+    void *m = lfgc_malloc(4000), *g = GC_malloc_atomic(4000);
+    cr_assert_not_null(m);
+    cr_assert_not_null(g);
+    cr_assert_eq(lowfat_size(m), 4096, "malloc(4000) in a %zu-byte class", lowfat_size(m));
+    memset(m, 0x5a, 4000);
+    memset(g, 0xa5, 4000);
+    size_t rm = resident_pages_of_chunk(m), rg = resident_pages_of_chunk(g);
+    cr_assert_geq(rm, 1, "mincore does not see the object's page");
+    cr_assert_leq(rm, 2, "malloc'ed 4 KiB object: %zu pages of its span resident", rm);
+    cr_assert_leq(rg, 2, "collected 4 KiB object: %zu pages of its span resident", rg);
+    /* The slot after each is linked, free: freeing it is refused. */
+    cr_assert_not(lfgc_is_live((char *)m + 4096));
+    cr_assert_not(lfgc_is_live((char *)g + 4096));
+    lfgc_free(m);
+}
