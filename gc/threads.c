@@ -140,13 +140,16 @@ static struct thread_rec *rec_alloc(void)
     struct thread_rec *rec = thr.spare_recs;
     if (rec) {
         thr.spare_recs = rec->next;
+        memset(rec, 0, sizeof *rec);
     } else {
+        /* Zeros already: clearing would make all its pages resident, where
+         * a thread that only mallocs never touches the collector's lists
+         * at its start. */
         rec = mmap(NULL, sizeof *rec, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (rec == MAP_FAILED)
             return NULL;
     }
-    memset(rec, 0, sizeof *rec);
     rec->serial = ++thr.rec_serial;
     return rec;
 }
