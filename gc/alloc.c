@@ -595,6 +595,8 @@ LF_MALLOC_TEXT static struct span *claim_span(unsigned c, unsigned kind, bool *f
     if (lf_kinds[kind].manual) {
         *fresh = true;
         struct span *s = span_reuse(c, kind);
+        if (!s && lf_malloc_scavenge_before_growth())
+            s = span_reuse(c, kind);
         if (s) {
             lf_malloc_heap_bytes += CHUNK_SIZE;
             return s;
@@ -1124,6 +1126,12 @@ LF_MALLOC_TEXT static int64_t refill_credit(size_t batch, size_t taken, size_t s
 {
     size_t high = TRIM_HIGH * scale * batch;
     return (int64_t)(taken + batch <= high ? high - taken : batch);
+}
+
+/* The credit of a manual kind's list that was just emptied. */
+LF_MALLOC_TEXT int64_t lf_refill_credit_empty(unsigned c)
+{
+    return refill_credit(batch_slots(&lf_regions[c]), 0, TRIM_MANUAL);
 }
 
 /* Refill the calling thread's list of (class, kind).

@@ -746,6 +746,8 @@ void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind);
 void lf_manual_free_small(void *p, unsigned c);
 void lf_malloc_free_checked(void *p, struct region *r);  /* GC_free of malloc's */
 void lf_malloc_remote_pushed(uint64_t bytes);
+bool lf_malloc_scavenge_before_growth(void);   /* malloc.c; lock held */
+int64_t lf_refill_credit_empty(unsigned c);    /* alloc.c */
 /* Owner groups (alloc.c): their remote lists to the global ones (g < 0:
  * every group's), lock held; the free slots on them of class c, each
  * link checked with free_slot before it is followed, lock held. */

@@ -549,6 +549,45 @@ LF_MALLOC_TEXT static bool scavenge(void)
     return released;
 }
 
+/* Before malloc's heap grows by a span (lock held): when the free slots
+ * on the global lists are a good part of the heap, the memory may be in
+ * the wrong classes (a program that moves from one set of sizes to
+ * another), and a span is given back only once all its slots are free on
+ * those lists.  So the calling thread's own lists go there too and
+ * spans that are wholly free go back to the OS, before new pages are
+ * taken.  At most once per eighth of the heap's growth (256 KiB at
+ * least): a scavenge walks every span of malloc's classes. */
+static LF_UNSCANNED uint64_t grown_scavenge_at;
+
+LF_MALLOC_TEXT bool lf_malloc_scavenge_before_growth(void)
+{
+    uint64_t heap = lf_malloc_heap_bytes;
+    uint64_t step = heap / 8 > ((uint64_t)256 << 10) ? heap / 8 : (uint64_t)256 << 10;
+    if (heap < grown_scavenge_at + step)
+        return false;
+    unsigned kind = lf_malloc_small_kind;
+    uint64_t idle = 0;
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        const struct class_kind *ck = class_kind_of(c, kind);
+        idle += ((uint64_t)ck->free_count + AO_load(&ck->remote_count)) * lf_regions[c].size;
+    }
+    if (idle < heap / 4)
+        return false;
+    grown_scavenge_at = heap;
+    struct thread_cache *tc = lf_tl_cache;
+    if (tc != &lf_empty_cache) {
+        struct kind_cache *kc = &tc->mk;
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+            if (!kc->free[c])
+                continue;
+            free_list_prepend(class_kind_of(c, kind), kc->free[c]);
+            kc->free[c] = NULL;
+            kc->credit[c] = lf_refill_credit_empty(c);
+        }
+    }
+    return scavenge();
+}
+
 LF_MALLOC_TEXT LFGC_EXPORT int lfgc_malloc_trim(size_t pad)
 {
     (void)pad;

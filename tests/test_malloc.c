@@ -838,6 +838,46 @@ Test(malloc_rss, bulk_free_returns_memory)
     munmap(v, nobj * sizeof *v);
 }
 
+/* A program that moves from one size to another: the spans of the first
+ * size, all free, go back before the heap grows for the second (a span
+ * goes back only when all its slots are on the global lists, so the
+ * thread's own list joins them).  3 MiB of each is below the remote-free
+ * scavenging threshold (4 MiB), which would also give some back. */
+Test(malloc_rss, a_new_size_takes_the_memory_an_old_one_freed)
+{
+    enum { BYTES = 3 << 20, A = 128, B = 256 };
+    static void *v[BYTES / A];
+    for (size_t i = 0; i < BYTES / A; i++) {
+        v[i] = malloc(A);
+        cr_assert_not_null(v[i]);
+        memset(v[i], 0xa, A);
+    }
+    for (size_t i = 0; i < BYTES / A; i++)
+        free(v[i]);
+    size_t after_a = mallinfo2().arena;
+    cr_assert_geq(after_a, BYTES, "heap of %zu KiB for 3 MiB of objects", after_a >> 10);
+    for (size_t i = 0; i < BYTES / B; i++) {
+        v[i] = malloc(B);
+        cr_assert_not_null(v[i]);
+        memset(v[i], 0xb, B);
+    }
+    size_t after_b = mallinfo2().arena;
+    /* Each 256-byte object checked: nothing handed out twice. */
+    for (size_t i = 0; i < BYTES / B; i++) {
+        const unsigned char *p = v[i];
+        cr_assert(p[0] == 0xb && p[B - 1] == 0xb, "object %zu overwritten", i);
+        memset(v[i], (int)(i & 0xff), B);
+    }
+    for (size_t i = 0; i < BYTES / B; i++) {
+        const unsigned char *p = v[i];
+        cr_assert(p[0] == (i & 0xff) && p[B - 1] == (i & 0xff), "object %zu shared", i);
+        free(v[i]);
+    }
+    cr_assert_lt(after_b, after_a + BYTES / 2, "heap %zu KiB after the first size, %zu KiB "
+                 "after the second: the first's free spans were not given back", after_a >> 10,
+                 after_b >> 10);
+}
+
 /* Spans given back to the OS take all their pages with them, those they
  * share with a neighbouring span too once that one holds nothing: a
  * 48-byte slot straddles every chunk boundary, and a page at the start of
