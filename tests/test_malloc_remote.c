@@ -132,10 +132,13 @@ Test(remote, every_thread_freeing_anothers_objects_keeps_them_intact_and_reuses_
     pthread_barrier_destroy(&st_barrier);
     cr_assert_not(st_bad, "an object changed between its allocation and its remote free");
     /* Each round allocates about 6 MiB in all: the remote frees of one
-     * round serve the next.  The heap still grows slowly: with 32 KiB
-     * chunks 2.7-3.2 MiB over the first ten rounds and 1.0-1.4 MiB over
-     * the next twenty (two runs, 2026-11-28; the cause is not known), so
-     * the bound is taken from round 10. */
+     * round serve the next.  The heap still grows for a while, more
+     * slowly as it goes (2026-11-28): 10.0 MiB after round 1, 12.5 after
+     * round 10, 14.5 after round 30, 18-19 after rounds 150-200, with
+     * scavenges taking 1-2 MiB back now and then.  The cause is not
+     * known; it is not the 16 batches a thread's list may keep of a
+     * class (with 4, a scratch build had 15.6 MiB at round 90 against
+     * 16.3).  The bound is taken from round 10, past the first fill. */
     cr_assert_lt(st_arena[ST_ROUNDS - 1], st_arena[9] + 4 * MiB,
                  "heap grew from %zu (round 10) to %zu bytes (round %d)", st_arena[9],
                  st_arena[ST_ROUNDS - 1], ST_ROUNDS);
