@@ -310,7 +310,7 @@ static inline bool lf_object_of(const void *p, struct region **rp, uint64_t *qp)
         return false;
     struct region *r = &lf_regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)(uintptr_t)p * r->magic) >> 64);
-    if (q < r->q0 || !lf_chunk_map[chunk_entry((q * r->size))])
+    if (q < r->q0 || !lf_chunk_map[chunk_entry(q * r->size)])
         return false;
     *rp = r;
     *qp = q;
