@@ -1572,15 +1572,30 @@ void lf_caches_discard(void)
     }
 }
 
-static void kind_cache_mark(struct kind_cache *kc)
+static void kind_cache_mark(struct kind_cache *kc, unsigned kind)
 {
     /* The spans being swept are classified afresh by this collection. */
     memset(kc->cursor, 0, sizeof kc->cursor);
+    bool ptrfree = lf_kinds[kind].ptrfree;
+    uint64_t bytes = 0, aging = 0;
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
         struct region *r = &lf_regions[c];
-        for (void **p = kc->free[c]; p; p = link_decode(p[0]))
+        for (void **p = kc->free[c]; p; p = link_decode(p[0])) {
             bit_set(r->mark_bits, lowfat_slot_number(p) - r->q0);
+            bytes += r->size;
+            /* The sweep counts a nursery span's marked slots as aging. */
+            if (span_at(r, span_index_of(r, (uintptr_t)p))->nursery)
+                aging += r->size;
+        }
     }
+    /* The sweep counts marked slots as live: these are free. */
+    if (ptrfree) {
+        lf_hs.cached_ptrfree += bytes;
+    } else {
+        lf_hs.cached_ptrful += bytes;
+        lf_hs.cached_aging_ptrful += aging;
+    }
+    lf_hs.cached_aging += aging;
 }
 
 /* Slots on a thread's lists stay with it across a collection: they are
@@ -1596,11 +1611,11 @@ void lf_cache_mark(struct thread_cache *tc)
     tc->allocd = 0;
     tc->freed_bytes = 0;            /* freed before this collection */
     for (unsigned k = 0; k < NUM_CACHED_KINDS; k++)
-        kind_cache_mark(&tc->k[k]);
+        kind_cache_mark(&tc->k[k], k);
     unsigned kinds = lf_kinds_made();
     for (unsigned k = NUM_CACHED_KINDS; k < kinds; k++)
         if (tc->more[k])
-            kind_cache_mark(tc->more[k]);
+            kind_cache_mark(tc->more[k], k);
 }
 
 LF_MALLOC_TEXT static void kind_cache_return(struct kind_cache *kc, unsigned k)

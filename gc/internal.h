@@ -1071,6 +1071,9 @@ struct gc_heap_stats {
     uint64_t minor_collections; /* collections that kept the old marks     */
     uint64_t live_aging;        /* of live_bytes, in aging spans (not old)  */
     uint64_t live_aging_ptrful; /* ... of them, in scanned kinds            */
+    /* Free slots on the threads' lists at the last collection: marked, so
+     * that the sweep leaves them alone, but not live (lf_cache_mark). */
+    uint64_t cached_ptrful, cached_ptrfree, cached_aging, cached_aging_ptrful;
     bool last_minor;            /* the last collection was minor           */
 };
 extern struct gc_heap_stats lf_hs;

@@ -459,6 +459,8 @@ LF_MALLOC_TEXT struct thread_cache *lf_thread_cache_create_manual(void)
 
 void lf_caches_mark(void)
 {
+    lf_hs.cached_ptrful = lf_hs.cached_ptrfree = 0;
+    lf_hs.cached_aging = lf_hs.cached_aging_ptrful = 0;
     for (struct thread_rec *t = thr.registry; t; t = t->next)
         lf_cache_mark(&t->cache);
 }

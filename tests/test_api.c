@@ -629,6 +629,42 @@ Test(api_fresh, bytes_since_gc_counts_every_allocation)
     cr_assert_lt(since - before, 1100 * 1024, "%zu bytes since the collection", since - before);
 }
 
+/* Slots freed with GC_free wait on the thread's list, where a collection
+ * marks them so that its sweep leaves them alone: they are free, not
+ * live, and the live bytes it reports (which the heap's growth follows)
+ * must leave them out. */
+static void *live_objs[400];
+
+Test(api, live_bytes_leave_out_the_thread_lists_free_slots)
+{
+    GC_INIT();
+    enum { N = 400, FREED = 100, SIZE = 64 };
+    for (int i = 0; i < N; i++) {
+        live_objs[i] = GC_malloc(SIZE - 1);     /* the extra byte: class 64 */
+        cr_assert_not_null(live_objs[i]);
+        memset(live_objs[i], i & 0xff, SIZE - 1);
+    }
+    GC_gcollect();
+    struct lfgc_stats a, b;
+    lfgc_get_stats(&a);
+    /* Fewer than the list takes before its first trim. */
+    for (int i = 0; i < FREED; i++) {
+        GC_free(live_objs[i]);
+        live_objs[i] = NULL;
+    }
+    GC_gcollect();
+    lfgc_get_stats(&b);
+    for (int i = FREED; i < N; i++)
+        for (int k = 0; k < SIZE - 1; k++)
+            cr_assert_eq(((unsigned char *)live_objs[i])[k], i & 0xff, "object %d damaged", i);
+    uint64_t drop = a.live_bytes > b.live_bytes ? a.live_bytes - b.live_bytes : 0;
+    cr_assert_geq(drop, (uint64_t)FREED * SIZE * 9 / 10, "live bytes %llu -> %llu after %d "
+                  "objects of %d bytes were freed", (unsigned long long)a.live_bytes,
+                  (unsigned long long)b.live_bytes, FREED, SIZE);
+    cr_assert_leq(drop, (uint64_t)FREED * SIZE * 11 / 10 + 4096, "live bytes %llu -> %llu",
+                  (unsigned long long)a.live_bytes, (unsigned long long)b.live_bytes);
+}
+
 Test(api, statistics_are_consistent)
 {
     GC_gcollect();
