@@ -1679,7 +1679,7 @@ LF_MALLOC_TEXT static void group_left_take(struct thread_cache *tc, unsigned g)
         kc->cursor[c] = gl->cursor[c];
         /* Not measured: the list may grow by a full allowance before the
          * first trim looks at it. */
-        kc->credit[c] = refill_credit(batch_slots(&lf_regions[c]), 0, TRIM_MANUAL);
+        kc->credit[c] = lf_refill_credit_empty(c);
         gl->free[c] = NULL;
         gl->cursor[c].span = NULL;
     }

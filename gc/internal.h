@@ -120,6 +120,8 @@ void lf_assert_fail(const char *file, int line, const char *cond)
  * address and so never retains anything), word 1 a per-process canary; a
  * slot showing both is free.  Allocation clears both words. */
 #define LINK_TAG ((uint64_t)1 << 63)
+/* a - b, or 0 when b is larger (byte counts that estimates may overshoot). */
+static inline uint64_t sub_floor0(uint64_t a, uint64_t b) { return a > b ? a - b : 0; }
 static inline void *link_encode(void *next) { return (void *)((uintptr_t)next ^ LINK_TAG); }
 static inline void *link_decode(void *word) { return (void *)((uintptr_t)word ^ LINK_TAG); }
 extern uint64_t lf_free_canary;

@@ -378,7 +378,7 @@ static void discount_first_minor(uint64_t *new_ptrful, uint64_t *new_ptrfree)
  * so old), look as good as full ones, and the heap grows instead. */
 void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree, bool freed)
 {
-#define SUB(x, n) ((x) = (x) > (n) ? (x) - (n) : 0)
+#define SUB(x, n) ((x) = sub_floor0((x), (n)))
     if (freed) {
         SUB(lf_hs.live_bytes, ptrful + ptrfree);
         SUB(lf_hs.live_ptrful, ptrful);

@@ -74,12 +74,10 @@ void lf_sweep_after_mark(bool generational)
         }
     }
     /* The threads' lists' free slots were marked, not found live. */
-#define LESS(a, b) ((a) > (b) ? (a) - (b) : 0)
-    live_ptrful = LESS(live_ptrful, lf_hs.cached_ptrful);
-    live_ptrfree = LESS(live_ptrfree, lf_hs.cached_ptrfree);
-    live_aging = LESS(live_aging, lf_hs.cached_aging);
-    aging_ptrful = LESS(aging_ptrful, lf_hs.cached_aging_ptrful);
-#undef LESS
+    live_ptrful = sub_floor0(live_ptrful, lf_hs.cached_ptrful);
+    live_ptrfree = sub_floor0(live_ptrfree, lf_hs.cached_ptrfree);
+    live_aging = sub_floor0(live_aging, lf_hs.cached_aging);
+    aging_ptrful = sub_floor0(aging_ptrful, lf_hs.cached_aging_ptrful);
     uint64_t before = lf_hs.live_bytes + lf_hs.allocd_since_gc;
     lf_hs.live_ptrful = live_ptrful;
     lf_hs.live_ptrfree = live_ptrfree;
