@@ -23,7 +23,7 @@ __thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec"
 /* The same variable, for liblfgc-malloc's free (see LF_PRIVATE_ABI). */
 extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
     __attribute__((alias("lf_tl_free"), visibility("default")));
-LFGC_EXPORT const uint64_t lfgc_private_layout = LF_PRIVATE_LAYOUT;
+LFGC_EXPORT const uint64_t lfgc_private_layout LF_MALLOC_RODATA = LF_PRIVATE_LAYOUT;
 /* malloc's table serves the collector's too, one entry on when a byte is
  * added to requests: one table of pages in every process, not two.  Until
  * lf_alloc_init fills it, every request reads class 0, whose list in the
@@ -360,7 +360,6 @@ LF_MALLOC_TEXT void lf_span_free(struct region *r, struct span *s)
     s->old = 0;
     s->nursery = 0;
     s->aging = 0;
-    s->dirty = 1;
     s->free_since = (uint32_t)GC_gc_no;
     if (r->large) {
         uint64_t base = r->start + (j << CHUNK_SHIFT);
@@ -386,6 +385,7 @@ LF_MALLOC_TEXT void lf_span_free(struct region *r, struct span *s)
         r->released = s;
         return;
     }
+    s->dirty = 1;
     s->next = r->pool;
     r->pool = s;
 }

@@ -60,18 +60,18 @@ LF_MALLOC_TEXT size_t lf_env_size(const char *name, size_t dflt, bool *found)
  * off its (generational) incremental mode. */
 LF_MALLOC_TEXT static int generational_by_environment(void)
 {
-    const char *gen = getenv("LFGC_GENERATIONAL");
+    const char *gen = getenv(LF_STR("LFGC_GENERATIONAL"));
     if (gen && *gen)
         return *gen != '0';
-    return getenv("GC_DISABLE_INCREMENTAL") ? 0 : -1;
+    return getenv(LF_STR("GC_DISABLE_INCREMENTAL")) ? 0 : -1;
 }
 
 static void read_environment(void)
 {
     lf_policy_init();
-    if (getenv("GC_DONT_GC"))
+    if (getenv(LF_STR("GC_DONT_GC")))
         GC_dont_gc = 1;
-    if (getenv("GC_PRINT_STATS"))
+    if (getenv(LF_STR("GC_PRINT_STATS")))
         lf_print_stats = true;
     lf_dirty_init(generational_by_environment() != 0);
 }

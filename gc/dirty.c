@@ -66,11 +66,11 @@ static LF_UNSCANNED pid_t owner_pid;             /* the process the descriptors 
 LF_MALLOC_TEXT static void uffd_drop(void)
 {
     char path[32], link[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", uffd);
+    snprintf(path, sizeof path, LF_STR("/proc/self/fd/%d"), uffd);
     ssize_t n = uffd >= 0 ? readlink(path, link, sizeof link - 1) : -1;
     if (n > 0) {
         link[n] = 0;
-        if (strcmp(link, "anon_inode:[userfaultfd]") == 0)
+        if (strcmp(link, LF_STR("anon_inode:[userfaultfd]")) == 0)
             close(uffd);
     }
     uffd = -1;
@@ -83,7 +83,14 @@ LF_MALLOC_TEXT static bool register_with_uffd(void)
                               O_CLOEXEC | O_NONBLOCK | UFFD_FLAG_USER_MODE_ONLY);
         if (fd < 0)
             return false;
-        struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEAT_WP_ASYNC};
+        /* Field by field, the barrier keeping the compiler from making
+         * the two stores one of a vector constant in .rodata
+         * (LF_MALLOC_RODATA says why that matters). */
+        struct uffdio_api api;
+        memset(&api, 0, sizeof api);
+        api.api = UFFD_API;
+        __asm__ volatile("" ::: "memory");
+        api.features = UFFD_FEAT_WP_ASYNC;
         if (ioctl(fd, UFFDIO_API, &api) != 0 || !(api.features & UFFD_FEAT_WP_ASYNC)) {
             close(fd);
             return false;
@@ -95,10 +102,12 @@ LF_MALLOC_TEXT static bool register_with_uffd(void)
         struct region *r = &lf_regions[c];
         if (!r->reserved)
             continue;
-        struct uffdio_register reg = {
-            .range = {.start = r->start, .len = LOWFAT_REGION_SIZE},
-            .mode = UFFDIO_REGISTER_MODE_WP,
-        };
+        /* Field by field, as api above. */
+        struct uffdio_register reg;
+        memset(&reg, 0, sizeof reg);
+        reg.range.start = r->start;
+        reg.range.len = LOWFAT_REGION_SIZE;
+        reg.mode = UFFDIO_REGISTER_MODE_WP;
         if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
             return false;
     }

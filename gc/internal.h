@@ -61,6 +61,14 @@
  * LF_MALLOC_TEXT_END marks where the group ends (malloc_mode tests). */
 #define LF_MALLOC_TEXT __attribute__((section(".text.sorted.lfgc_1_malloc")))
 #define LF_MALLOC_TEXT_END __attribute__((section(".text.sorted.lfgc_2_end"), used, noinline))
+/* The constants that code reads on its normal paths (the names it looks
+ * up in the environment, the size classes), laid out with it: in
+ * .rodata, the first read of any of them mapped the whole read-only
+ * segment (48 KiB with the unwind tables) by fault-around.  LF_STR(s) is
+ * the string literal s kept there.  tests/test_malloc.c checks that a
+ * malloc-only process leaves that segment alone. */
+#define LF_MALLOC_RODATA __attribute__((section(".text.sorted.lfgc_1_malloc_rodata")))
+#define LF_STR(s) ({ static const char lf_str_[] LF_MALLOC_RODATA = s; lf_str_; })
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 

@@ -48,7 +48,7 @@
 LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE];
 LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_magics[LOWFAT_TABLE_SIZE];
 
-static const uint64_t class_sizes[NUM_CLASSES] = {
+static const uint64_t class_sizes[NUM_CLASSES] LF_MALLOC_RODATA = {
 #define CLASS_SIZE(c, s) [c] = (uint64_t)(s),
     SIZE_LIST(CLASS_SIZE)
 #undef CLASS_SIZE
@@ -165,7 +165,7 @@ static uint64_t successor_partial_chunk(size_t i)
  * name there; a second copy finds the page taken and says whose it is,
  * rather than only that a region is taken.  (The page is the program's
  * non-fat region's last; nothing maps there in practice.) */
-#define OWNER_MAGIC "lfgc heap owner"
+static const char owner_magic[16] LF_MALLOC_RODATA = "lfgc heap owner";
 struct heap_owner {
     char magic[16];
     char path[PAGE_SIZE - 16];
@@ -176,7 +176,7 @@ LF_MALLOC_TEXT static const char *own_path(void)
     Dl_info di;
     if (dladdr((void *)(uintptr_t)&lf_layout_init, &di) && di.dli_fname && di.dli_fname[0])
         return di.dli_fname;
-    return "the program (linked with liblfgc.a)";
+    return LF_STR("the program (linked with liblfgc.a)");
 }
 
 LF_UNSCANNED bool lf_refused;
@@ -205,8 +205,9 @@ LF_MALLOC_TEXT static bool claim_heap(void)
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (got == want) {
         struct heap_owner *o = got;
-        memcpy(o->magic, OWNER_MAGIC, sizeof OWNER_MAGIC);
-        snprintf(o->path, sizeof o->path, "%s", own_path());
+        memcpy(o->magic, owner_magic, sizeof owner_magic);
+        const char *path = own_path();     /* the page is zeros: terminated */
+        memcpy(o->path, path, strnlen(path, sizeof o->path - 1));
         mprotect(got, PAGE_SIZE, PROT_READ);
         return true;
     }
@@ -216,7 +217,7 @@ LF_MALLOC_TEXT static bool claim_heap(void)
     struct heap_owner o;
     struct iovec local = { &o, sizeof o }, remote = { want, sizeof o };
     if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof o &&
-        memcmp(o.magic, OWNER_MAGIC, sizeof OWNER_MAGIC) == 0) {
+        memcmp(o.magic, owner_magic, sizeof owner_magic) == 0) {
         o.path[sizeof o.path - 1] = 0;
         lf_refused = true;
         memcpy(refused_owner, o.path, sizeof refused_owner);

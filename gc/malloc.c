@@ -45,8 +45,8 @@ LF_MALLOC_TEXT static bool env_is(const char *name, const char *value)
 LF_MALLOC_TEXT static void malloc_once_fn(void)
 {
     lf_ensure_heap();
-    lf_malloc_wipe = env_is("LFGC_MALLOC_WIPE", "1");
-    lf_malloc_shuffle = env_is("LFGC_MALLOC_RANDOM", "1");
+    lf_malloc_wipe = env_is(LF_STR("LFGC_MALLOC_WIPE"), LF_STR("1"));
+    lf_malloc_shuffle = env_is(LF_STR("LFGC_MALLOC_RANDOM"), LF_STR("1"));
     /* The hardened modes' spans have their own kind, which the free fast
      * path's chunk-map test rejects: their frees take the slow path, and
      * the plain mode pays nothing for the options. */

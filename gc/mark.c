@@ -880,11 +880,11 @@ void lf_mark_set_markers(unsigned n)
 LF_MALLOC_TEXT void lf_mark_init(void)
 {
     bool found;
-    marking.stack_limit = lf_env_size("LFGC_MARK_STACK_MAX", (size_t)1 << 24, &found);
+    marking.stack_limit = lf_env_size(LF_STR("LFGC_MARK_STACK_MAX"), (size_t)1 << 24, &found);
     if (marking.stack_limit < 16)
         marking.stack_limit = 16;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    size_t n = lf_env_size("GC_MARKERS", cores > 0 ? (size_t)cores : 1, &found);
+    size_t n = lf_env_size(LF_STR("GC_MARKERS"), cores > 0 ? (size_t)cores : 1, &found);
     if (marking.requested_markers)
         n = marking.requested_markers;
     if (n < 1)

@@ -100,18 +100,18 @@ static LF_UNSCANNED struct policy {
 LF_MALLOC_TEXT void lf_policy_init(void)
 {
     bool found;
-    lf_hs.heap_target = lf_env_size("GC_INITIAL_HEAP_SIZE", MIN_EXPANSION, &found);
+    lf_hs.heap_target = lf_env_size(LF_STR("GC_INITIAL_HEAP_SIZE"), MIN_EXPANSION, &found);
     lf_hs.heap_requested = lf_hs.heap_target;
-    if (getenv("GC_USE_ENTIRE_HEAP"))
+    if (getenv(LF_STR("GC_USE_ENTIRE_HEAP")))
         GC_use_entire_heap = 1;
-    size_t max = lf_env_size("GC_MAXIMUM_HEAP_SIZE", 0, &found);
+    size_t max = lf_env_size(LF_STR("GC_MAXIMUM_HEAP_SIZE"), 0, &found);
     if (found)
         lf_hs.max_heap = max;
-    size_t div = lf_env_size("GC_FREE_SPACE_DIVISOR", 0, &found);
+    size_t div = lf_env_size(LF_STR("GC_FREE_SPACE_DIVISOR"), 0, &found);
     if (found && div > 0)
         GC_free_space_divisor = div;
     /* As bdwgc: a positive GC_FULL_FREQUENCY replaces GC_full_freq. */
-    size_t freq = lf_env_size("GC_FULL_FREQUENCY", 0, &found);
+    size_t freq = lf_env_size(LF_STR("GC_FULL_FREQUENCY"), 0, &found);
     if (found && freq > 0 && freq <= INT32_MAX)
         GC_full_freq = (int)freq;
 }

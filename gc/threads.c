@@ -649,7 +649,7 @@ static void mark_stack_range(uintptr_t lo, uintptr_t hi)
  * malloc's or stdio's lock. */
 LF_MALLOC_TEXT static bool mapping_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
 {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = open(LF_STR("/proc/self/maps"), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return false;
     char buf[4096];

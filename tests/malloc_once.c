@@ -3,12 +3,14 @@
  * preloaded: the difference is lfgc's fixed cost per process.  Linked
  * with nothing but the C library.
  *
- *   malloc_once code
+ *   malloc_once pages PERMS
  *
  * instead runs what a malloc-only program does (every allocation call,
- * a thread that allocates and exits, a fork), then prints the file offset
- * of liblfgc.so's code mapping, the mapping's bounds and, one per line,
- * the address of each of its resident pages (from /proc/self/pagemap). */
+ * a thread that allocates and exits, a fork), then prints, for each of
+ * liblfgc.so's mappings with permissions PERMS (r-xp: the code; r--p:
+ * the headers and symbols, the constants, the relocated data made
+ * read-only), a line "M file-offset start end", then one line "P address"
+ * for each of its resident pages (from /proc/self/pagemap). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -36,7 +38,7 @@ static void *allocate_all_ways(void *arg)
     return NULL;
 }
 
-static int print_code_pages(void)
+static int print_pages(const char *want)
 {
     allocate_all_ways(NULL);
     pthread_t t;
@@ -61,16 +63,16 @@ static int print_code_pages(void)
         char perms[8];
         if (!strstr(line, "/liblfgc.so") ||
             sscanf(line, "%lx-%lx %7s %lx", &lo, &hi, perms, &offset) != 4 ||
-            strcmp(perms, "r-xp") != 0)
+            strcmp(perms, want) != 0)
             continue;
         found = 1;
-        printf("%lx %lx %lx\n", offset, lo, hi);
+        printf("M %lx %lx %lx\n", offset, lo, hi);
         for (unsigned long a = lo; a < hi; a += 4096) {
             uint64_t entry;
             if (pread(pagemap, &entry, sizeof entry, (off_t)(a / 4096 * 8)) != sizeof entry)
                 return 1;
             if (entry >> 63)
-                printf("%lx\n", a);
+                printf("P %lx\n", a);
         }
     }
     fclose(maps);
@@ -80,8 +82,8 @@ static int print_code_pages(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "code") == 0)
-        return print_code_pages();
+    if (argc > 2 && strcmp(argv[1], "pages") == 0)
+        return print_pages(argv[2]);
     char *volatile p = malloc(100);
     if (!p)
         return 1;

@@ -1362,12 +1362,17 @@ static void elf_symbol_and_segment(const char *path, const char *name, uint64_t 
     fclose(f);
 }
 
-/* A malloc-only process keeps little of liblfgc's code resident: what it
- * runs is grouped at the start of the code (LF_MALLOC_TEXT), so the pages
- * the kernel maps around its faults (fault-around, 64 KiB) all lie in the
- * group's reach.  Before the grouping, malloc's code was spread over the
- * file and all of it (124 KiB) was resident; now 64 KiB. */
-Test(malloc_mode, malloc_code_is_grouped)
+/* The mappings of liblfgc.so with permissions `perms` in tests/malloc_once
+ * after it ran what a malloc-only program runs (malloc_once pages), and
+ * their resident pages; the library's path in `path`. */
+struct lib_mapping {
+    unsigned long offset, lo, hi;
+    size_t resident;
+    unsigned long pages[64];        /* the first resident ones */
+};
+
+static size_t malloc_only_mappings(const char *perms, struct lib_mapping *m, size_t max,
+                                   char *path, size_t path_size)
 {
     const char *top = getenv("top_builddir");
     char prog[4096], lib[4096];
@@ -1377,8 +1382,7 @@ Test(malloc_mode, malloc_code_is_grouped)
     cr_assert_not_null(handle, "liblfgc.so.0 is not loaded: %s", dlerror());
     Dl_info di;
     cr_assert(dladdr(dlsym(handle, "lfgc_malloc"), &di) && di.dli_fname);
-    char path[4096];
-    snprintf(path, sizeof path, "%s", di.dli_fname);
+    snprintf(path, path_size, "%s", di.dli_fname);
     dlclose(handle);
 
     int fd[2];
@@ -1387,40 +1391,68 @@ Test(malloc_mode, malloc_code_is_grouped)
     if (pid == 0) {
         dup2(fd[1], 1);
         setenv("LD_PRELOAD", lib, 1);
-        execl(prog, prog, "code", (char *)NULL);
+        execl(prog, prog, "pages", perms, (char *)NULL);
         _exit(127);
     }
     close(fd[1]);
     FILE *out = fdopen(fd[0], "r");
     cr_assert_not_null(out);
-    unsigned long offset, lo, hi, page;
-    cr_assert_eq(fscanf(out, "%lx %lx %lx", &offset, &lo, &hi), 3,
-                 "%s code: no mapping of liblfgc.so's code", prog);
-    uint64_t end, segment;
-    elf_symbol_and_segment(path, "lf_malloc_text_end", offset, &end, &segment);
-    cr_assert(end && segment, "%s: no symbol lf_malloc_text_end or no code segment at %#lx", path,
-              offset);
-    /* A fault at address a maps the 16 pages from a rounded down to 64
-     * KiB or from the mapping's start, whichever is higher.  For faults
-     * in the group only, nothing from here on: */
-    uint64_t group_end = lo - segment + end;
-    uint64_t limit = (group_end | 0xffff) + 1;
-    if (limit < lo + 0x10000)
-        limit = lo + 0x10000;
-    size_t resident = 0, beyond = 0;
-    unsigned long first_beyond = 0;
-    while (fscanf(out, "%lx", &page) == 1) {
-        resident++;
-        if (page >= limit && !beyond++)
-            first_beyond = page;
+    size_t n = 0;
+    char kind[2];
+    unsigned long a, b, c;
+    while (fscanf(out, "%1s", kind) == 1) {
+        if (kind[0] == 'M') {
+            cr_assert_eq(fscanf(out, "%lx %lx %lx", &a, &b, &c), 3);
+            cr_assert_lt(n, max, "more than %zu %s mappings of liblfgc.so", max, perms);
+            m[n++] = (struct lib_mapping){.offset = a, .lo = b, .hi = c};
+        } else {
+            cr_assert(kind[0] == 'P' && n > 0 && fscanf(out, "%lx", &a) == 1,
+                      "%s pages %s: bad output", prog, perms);
+            struct lib_mapping *last = &m[n - 1];
+            if (last->resident < sizeof last->pages / sizeof last->pages[0])
+                last->pages[last->resident] = a;
+            last->resident++;
+        }
     }
     fclose(out);
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s code: status %#x", prog, status);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s pages %s: status %#x", prog,
+              perms, status);
+    cr_assert_gt(n, 0, "%s pages %s: no such mapping of liblfgc.so", prog, perms);
+    return n;
+}
+
+/* A malloc-only process keeps little of liblfgc's code resident: what it
+ * runs is grouped at the start of the code (LF_MALLOC_TEXT), so the pages
+ * the kernel maps around its faults (fault-around, 64 KiB) all lie in the
+ * group's reach.  Before the grouping, malloc's code was spread over the
+ * file and all of it (124 KiB) was resident; now 64 KiB. */
+Test(malloc_mode, malloc_code_is_grouped)
+{
+    char path[4096];
+    struct lib_mapping m[4];
+    size_t n = malloc_only_mappings("r-xp", m, 4, path, sizeof path);
+    cr_assert_eq(n, 1, "%zu code mappings of liblfgc.so", n);
+    uint64_t end, segment;
+    elf_symbol_and_segment(path, "lf_malloc_text_end", m[0].offset, &end, &segment);
+    cr_assert(end && segment, "%s: no symbol lf_malloc_text_end or no code segment at %#lx", path,
+              m[0].offset);
+    /* A fault at address a maps the 16 pages from a rounded down to 64
+     * KiB or from the mapping's start, whichever is higher.  For faults
+     * in the group only, nothing from here on: */
+    uint64_t group_end = m[0].lo - segment + end;
+    uint64_t limit = (group_end | 0xffff) + 1;
+    if (limit < m[0].lo + 0x10000)
+        limit = m[0].lo + 0x10000;
+    size_t beyond = 0;
+    unsigned long first_beyond = 0;
+    for (size_t i = 0; i < m[0].resident && i < sizeof m[0].pages / sizeof m[0].pages[0]; i++)
+        if (m[0].pages[i] >= limit && !beyond++)
+            first_beyond = m[0].pages[i];
     cr_log_info("liblfgc.so's code: %zu of %lu pages resident, group ends at +%#lx",
-                resident, (hi - lo) / 4096, (unsigned long)(group_end - lo));
-    cr_assert_gt(resident, 0);
+                m[0].resident, (m[0].hi - m[0].lo) / 4096, (unsigned long)(group_end - m[0].lo));
+    cr_assert_gt(m[0].resident, 0);
     /* In the UBSan build (-O1, instrumented) a single page of the
      * collector's code was once found resident beyond the group, not the
      * 16 a fault there maps: a few such pages are allowed there, where a
@@ -1428,7 +1460,57 @@ Test(malloc_mode, malloc_code_is_grouped)
     size_t allowed = dlsym(RTLD_DEFAULT, "__ubsan_handle_type_mismatch_v1") ? 4 : 0;
     cr_assert_leq(beyond, allowed, "%zu resident pages of liblfgc.so's code lie beyond the "
                   "malloc-mode group's last window, the first at +%#lx of the code (the group "
-                  "ends at +%#lx)", beyond, first_beyond - lo, (unsigned long)(group_end - lo));
+                  "ends at +%#lx)", beyond, first_beyond - m[0].lo,
+                  (unsigned long)(group_end - m[0].lo));
+}
+
+/* The file offset (page-aligned) of the ELF file's read-only loadable
+ * segment that does not start the file: the constants and unwind tables
+ * (-z separate-code); 0 if none. */
+static uint64_t constants_segment_offset(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    Elf64_Ehdr eh;
+    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
+    uint64_t found = 0;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        cr_assert_eq(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET), 0);
+        cr_assert_eq(fread(&ph, sizeof ph, 1, f), 1);
+        if (ph.p_type == PT_LOAD && ph.p_flags == PF_R && ph.p_offset != 0)
+            found = ph.p_offset & ~(uint64_t)4095;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Nor does it read liblfgc's constants: those its code needs are laid
+ * out with that code (LF_MALLOC_RODATA), so the segment of .rodata and
+ * the unwind tables stays out of memory.  Before, the first read of an
+ * environment variable's name mapped all of it by fault-around (44 of
+ * its 44 KiB resident). */
+Test(malloc_mode, constants_stay_out_of_memory)
+{
+    char path[4096];
+    struct lib_mapping m[8];
+    size_t n = malloc_only_mappings("r--p", m, 8, path, sizeof path);
+    uint64_t offset = constants_segment_offset(path);
+    cr_assert_neq(offset, 0, "%s has no read-only segment of constants", path);
+    size_t checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].offset != offset)
+            continue;
+        checked++;
+        cr_log_info("liblfgc.so's constants: %zu of %lu pages resident", m[i].resident,
+                    (m[i].hi - m[i].lo) / 4096);
+        cr_assert_eq(m[i].resident, 0, "%zu of the %lu pages of liblfgc.so's constants (file "
+                     "offset %#lx) are resident in a malloc-only process, the first at +%#lx",
+                     m[i].resident, (m[i].hi - m[i].lo) / 4096, m[i].offset,
+                     m[i].pages[0] - m[i].lo);
+    }
+    cr_assert_eq(checked, 1, "%zu mappings of %s at file offset %#lx", checked, path,
+                 (unsigned long)offset);
 }
 
 /* With the collector on in the same process: one heap; malloc's objects
