@@ -115,7 +115,7 @@ LF_MALLOC_TEXT static unsigned group_choose(void)
     return g;
 }
 
-LF_MALLOC_TEXT void lf_cache_arm_free(struct thread_cache *tc)
+LF_MALLOC_TEXT void lf_cache_arm_map(struct thread_cache *tc)
 {
     if (!tc->free_grouped) {
         unsigned g = group_choose();
@@ -128,6 +128,11 @@ LF_MALLOC_TEXT void lf_cache_arm_free(struct thread_cache *tc)
             group_left_take(tc, g);
     }
     tc->free_map_at[FREE_MAP_AT(tc->free_group)] = __atomic_load_n(&lf_free_map, __ATOMIC_ACQUIRE);
+}
+
+LF_MALLOC_TEXT void lf_cache_arm_free(struct thread_cache *tc)
+{
+    lf_cache_arm_map(tc);
     if (!lf_heap_initialized)
         return;
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)

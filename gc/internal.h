@@ -589,9 +589,17 @@ struct kind_cache {
     struct kind_cache *next;        /* spare list                         */
 };
 
+/* Bytes before thread_cache.k that put it at a page boundary of a thread
+ * record (threads.c checks). */
+#define LF_CACHE_K_PAD 64
 struct thread_cache {
-    struct kind_cache k[NUM_CACHED_KINDS];  /* first: the fast paths' lists */
-    struct kind_cache *more[MAX_KINDS];     /* other kinds, made on first use */
+    /* In the order that keeps what a thread touches on two pages of its
+     * record (threads.c: the record's own fields, then this): malloc's
+     * part first, the free map's address (set at registration) in the
+     * first page, the magics (set at the first free) in the second; the
+     * collector's lists from the next page boundary (LF_CACHE_K_PAD,
+     * checked in threads.c), so that a thread that only uses the
+     * collector touches the first page and that one. */
     struct kind_cache mk;                   /* malloc's (the manual kinds) */
     /* Per thread, so that refills touch no cache line shared with other
      * threads: */
@@ -608,14 +616,6 @@ struct thread_cache {
     /* The owner group of the malloc spans this thread claims (see
      * lf_free_fast), once free_grouped is set. */
     uint8_t free_group, free_grouped;
-    /* Per class, slots of another group's spans freed here, gathered
-     * into a list (all of one group) that goes onto the group's remote
-     * list in one CAS (alloc.c: remote_defer). */
-    struct remote_pending {
-        void *head, *tail;
-        int32_t left;           /* slots to gather before the next hand-over */
-        uint8_t group;
-    } pend[NUM_SMALL_CLASSES];
     /* What free's fast path reads (lf_free_fast), here so that it needs
      * nothing but the cache, through lf_tl_free (the cache's address moved
      * down by the group's shift, FREE_SHIFT): at FREE_MAP_AT(g) the
@@ -630,7 +630,18 @@ struct thread_cache {
      * mk.credit, are a private interface between the two libraries
      * (LF_PRIVATE_ABI). */
     uint8_t *free_map_at[FREE_GROUP_STRIDE * (FREE_GROUPS - 1) + 1];
-    uint64_t free_magic[FREE_GROUP_STRIDE * (FREE_GROUPS - 1) + 256];
+    /* Per class, slots of another group's spans freed here, gathered
+     * into a list (all of one group) that goes onto the group's remote
+     * list in one CAS (alloc.c: remote_defer). */
+    struct remote_pending {
+        void *head, *tail;
+        int32_t left;           /* slots to gather before the next hand-over */
+        uint8_t group;
+    } pend[NUM_SMALL_CLASSES];
+    uint64_t free_magic[FREE_GROUP_STRIDE * (FREE_GROUPS - 1) + 256];  /* see free_map_at */
+    uint8_t k_pad[LF_CACHE_K_PAD];
+    struct kind_cache k[NUM_CACHED_KINDS];  /* the collector's fast paths' lists */
+    struct kind_cache *more[MAX_KINDS];     /* other kinds, made on first use */
 };
 #define FREE_MAP_AT(g)  (FREE_GROUP_STRIDE * (FREE_GROUPS - 1 - (g)))
 #define FREE_MAGIC_OWN  (FREE_GROUP_STRIDE * (FREE_GROUPS - 1) + 1)
@@ -644,6 +655,10 @@ extern struct thread_cache lf_empty_cache;
 /* A new cache: its group and free map set; the magics once the heap is
  * set up (else the first free that takes the slow path does it). */
 void lf_cache_arm_free(struct thread_cache *tc);
+/* Its group and free map only: the magics wait for the thread's first
+ * free, which takes the slow path (a thread that never frees leaves their
+ * page of its record untouched). */
+void lf_cache_arm_map(struct thread_cache *tc);
 /* Make tc (armed, or lf_empty_cache) the calling thread's cache. */
 void lf_tl_cache_set(struct thread_cache *tc);
 void lf_groups_after_fork(struct thread_cache *tc);   /* in the child */
@@ -652,7 +667,7 @@ void lf_groups_after_fork(struct thread_cache *tc);   /* in the child */
  * lf_tl_cache, whose name carries the number: bump it whenever a field
  * lf_free_fast reads moves, so that a liblfgc-malloc built for another
  * layout fails to load rather than corrupt the heap. */
-#define LF_PRIVATE_ABI 4
+#define LF_PRIVATE_ABI 5
 #define LF_PRIVATE_TLS_CACHE_(n) lfgc_private_tl_cache_##n
 #define LF_PRIVATE_TLS_CACHE(n) LF_PRIVATE_TLS_CACHE_(n)
 /* Should the number not be bumped, the layout itself is compared:

@@ -44,7 +44,6 @@ struct alt_stacks {
 };
 
 struct thread_rec {
-    struct thread_cache cache;      /* first: tl_cache points here too   */
     struct thread_rec *next;        /* registry, or the spare list        */
     pthread_t id;
     uintptr_t stack_bottom;         /* highest address of the stack       */
@@ -62,7 +61,15 @@ struct thread_rec {
     uint8_t suspended;              /* stopped: its registers are saved */
     uint8_t ext_suspended;          /* by GC_suspend_thread, until resumed */
     uint8_t parked;                 /* in the suspend handler for it      */
+    /* After the fields above, which every thread touches: see struct
+     * thread_cache for the order. */
+    struct thread_cache cache;
 };
+_Static_assert((offsetof(struct thread_rec, cache) + offsetof(struct thread_cache, k)) % 4096 == 0,
+               "thread_cache.k must start a page of the record: adjust LF_CACHE_K_PAD");
+_Static_assert(offsetof(struct thread_rec, cache) + offsetof(struct thread_cache, free_magic) +
+                   8 * (FREE_MAGIC_OWN + NUM_SMALL_CLASSES) <= 8192,
+               "malloc's part of a record must fit its first two pages");
 
 /* The module's state.  Not scanned: it holds no heap pointers.  What
  * belongs to one thread is thread-local instead (tl_self and the tl_
@@ -140,7 +147,10 @@ static struct thread_rec *rec_alloc(void)
     struct thread_rec *rec = thr.spare_recs;
     if (rec) {
         thr.spare_recs = rec->next;
-        memset(rec, 0, sizeof *rec);
+        /* Zeros again, as a new mapping's: clearing would write all its
+         * pages, where a thread touches two (struct thread_cache). */
+        if (madvise(rec, sizeof *rec, MADV_DONTNEED) != 0)
+            memset(rec, 0, sizeof *rec);
     } else {
         /* Zeros already: clearing would make all its pages resident, where
          * a thread that only mallocs never touches the collector's lists
@@ -355,7 +365,7 @@ LF_MALLOC_TEXT static struct thread_rec *register_self(uintptr_t bottom, bool ma
     rec->alt = pending_alt;
     rec->state = T_RUNNING;
     rec->cache.manual_only = manual_only;
-    lf_cache_arm_free(&rec->cache);
+    lf_cache_arm_map(&rec->cache);
     rec->next = thr.registry;
     thr.registry = rec;
     tl_self = rec;

@@ -12,6 +12,7 @@
 #include <err.h>
 #include <sys/mman.h>
 #include <errno.h>
+#include <fcntl.h>
 
 /* The tests' copies of the chunk size and the number of small classes
  * (test_util.h) are the library's. */
@@ -462,6 +463,70 @@ Test(metadata, a_class_in_use_costs_one_page_of_tables)
     }
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
         lfgc_free(keep[c]);
+}
+
+/* A thread's record (threads.c: its fields, then its cache) spans four
+ * pages; a thread touches two of them whether it only mallocs (the
+ * fields, then malloc's lists, remote batches and free-path tables) or
+ * only uses the collector (the fields, and the collector's lists from a
+ * page boundary).  With the cache first and the fields last, each touched
+ * three. */
+struct record_probe {
+    bool collector;
+    void *remote;                   /* freed by the thread: a remote free */
+    size_t resident, pages;
+};
+
+static void *record_worker(void *arg)
+{
+    struct record_probe *pr = arg;
+    static void *keep[NUM_SMALL_CLASSES];
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        size_t n = c ? lf_regions[c - 1].size + 1 : 1;
+        keep[c] = pr->collector ? (c & 1 ? GC_malloc_atomic(n) : GC_malloc(n)) : lfgc_malloc(n);
+        memset(keep[c], 1, n);
+    }
+    if (!pr->collector) {
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+            lfgc_free(keep[c]);
+        lfgc_free(pr->remote);
+    }
+    /* The record is mapped on its own; the cache starts in its first page.
+     * Written pages are the ones pagemap says are present and this
+     * process's alone (bit 56): a page only read maps the shared zero
+     * page, which counts for nothing. */
+    uintptr_t rec = (uintptr_t)lf_tl_cache & ~(uintptr_t)(PAGE_SIZE - 1);
+    pr->pages = (((uintptr_t)lf_tl_cache + sizeof(struct thread_cache)) - rec + PAGE_SIZE - 1) /
+                PAGE_SIZE;
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    cr_assert_geq(fd, 0, "/proc/self/pagemap: %s", strerror(errno));
+    pr->resident = 0;
+    for (size_t i = 0; i < pr->pages; i++) {
+        uint64_t e = 0;
+        cr_assert_eq(pread(fd, &e, sizeof e, (off_t)((rec / PAGE_SIZE + i) * 8)), sizeof e);
+        pr->resident += (e >> 63 & 1) && (e >> 56 & 1);
+    }
+    close(fd);
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
+        keep[c] = NULL;
+    return NULL;
+}
+
+Test(metadata, a_thread_touches_two_pages_of_its_record)
+{
+    GC_INIT();
+    for (int collector = 0; collector < 2; collector++) {
+        struct record_probe pr = {.collector = collector, .remote = lfgc_malloc(40)};
+        pthread_t t;
+        cr_assert_eq(tu_real_pthread_create(&t, NULL, record_worker, &pr), 0);
+        tu_real_pthread_join(t, NULL);
+        cr_assert_geq(pr.pages, 4, "a record of %zu pages", pr.pages);
+        cr_assert_eq(pr.resident, 2, "a thread that %s touched %zu of the %zu pages of its "
+                     "record", collector ? "only used the collector" : "only malloc'ed",
+                     pr.resident, pr.pages);
+        if (collector)
+            lfgc_free(pr.remote);
+    }
 }
 
 /* A span taken empty is linked a page at a time (two slots at least): one
