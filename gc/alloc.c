@@ -17,9 +17,20 @@
 #include "internal.h"
 
 LF_UNSCANNED uint64_t lf_free_canary;
-LF_UNSCANNED struct thread_cache lf_empty_cache = {.free_map_at[FREE_MAP_AT(0)] = lf_free_map_boot};
+LF_UNSCANNED_BSS struct thread_cache lf_empty_cache;
+/* What free's fast path reads through lf_tl_free of a thread without a
+ * cache: the free map's address, then magics, all zero (every free fails
+ * the slot-base test and takes the slow path).  Only this much of a cache
+ * is initialised data, the address being needed before any code runs; as
+ * a whole cache it was 14 KiB of the data segment, which the first read
+ * of any variable maps whole.  EMPTY_FREE is the cache it stands for. */
+#define EMPTY_FREE_MAP_AT (offsetof(struct thread_cache, free_map_at) + 8 * FREE_MAP_AT(0))
+#define EMPTY_FREE_BYTES                                                          \
+    (offsetof(struct thread_cache, free_magic) + 8 * (FREE_MAGIC_OWN + 255) - EMPTY_FREE_MAP_AT)
+LF_UNSCANNED_DATA uint8_t *lf_empty_free[EMPTY_FREE_BYTES / 8] = { lf_free_map_boot };
+#define EMPTY_FREE ((struct thread_cache *)((char *)lf_empty_free - EMPTY_FREE_MAP_AT))
 __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
-__thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec"))) = &lf_empty_cache;
+__thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec"))) = EMPTY_FREE;
 /* The same variable, for liblfgc-malloc's free (see LF_PRIVATE_ABI). */
 extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
     __attribute__((alias("lf_tl_free"), visibility("default")));
@@ -28,8 +39,8 @@ LFGC_EXPORT const uint64_t lfgc_private_layout LF_MALLOC_RODATA = LF_PRIVATE_LAY
  * added to requests: one table of pages in every process, not two.  Until
  * lf_alloc_init fills it, every request reads class 0, whose list in the
  * empty cache is empty: the slow path, which initialises. */
-LF_UNSCANNED const uint8_t *lf_request_class = lf_malloc_class + 1;
-LF_UNSCANNED size_t lf_extra_bytes = 1;
+LF_UNSCANNED_DATA const uint8_t *lf_request_class = lf_malloc_class + 1;
+LF_UNSCANNED_DATA size_t lf_extra_bytes = 1;
 
 static void groups_init(void);
 
@@ -156,7 +167,8 @@ LF_MALLOC_TEXT void lf_groups_after_fork(struct thread_cache *tc)
 LF_MALLOC_TEXT void lf_tl_cache_set(struct thread_cache *tc)
 {
     lf_tl_cache = tc;
-    lf_tl_free = (struct thread_cache *)((char *)tc - FREE_SHIFT(tc->free_group));
+    lf_tl_free = tc == &lf_empty_cache
+        ? EMPTY_FREE : (struct thread_cache *)((char *)tc - FREE_SHIFT(tc->free_group));
 }
 
 /* No mark bit in the span at chunk j (checked in debug builds): a span

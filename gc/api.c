@@ -15,29 +15,29 @@ static void *default_oom_fn(size_t bytes)
 }
 
 LFGC_EXPORT LF_UNSCANNED GC_word GC_gc_no;
-LFGC_EXPORT LF_UNSCANNED int GC_all_interior_pointers = 1;
+LFGC_EXPORT LF_UNSCANNED_DATA int GC_all_interior_pointers = 1;
 LFGC_EXPORT LF_UNSCANNED int GC_no_dls;
 LFGC_EXPORT LF_UNSCANNED int GC_dont_gc;
-LFGC_EXPORT LF_UNSCANNED GC_word GC_free_space_divisor = 3;
+LFGC_EXPORT LF_UNSCANNED_DATA GC_word GC_free_space_divisor = 3;
 LFGC_EXPORT LF_UNSCANNED GC_word GC_max_retries;
 LFGC_EXPORT LF_UNSCANNED int GC_dont_expand;
 LFGC_EXPORT LF_UNSCANNED int GC_dont_precollect;
-LFGC_EXPORT LF_UNSCANNED int GC_java_finalization = 1;
+LFGC_EXPORT LF_UNSCANNED_DATA int GC_java_finalization = 1;
 LFGC_EXPORT LF_UNSCANNED int GC_finalize_on_demand;
 /* Minor collections between full ones, at most (policy.c); bdwgc's 19 is
  * its own policy's. */
-LFGC_EXPORT LF_UNSCANNED int GC_full_freq = 64;
+LFGC_EXPORT LF_UNSCANNED_DATA int GC_full_freq = 64;
 LFGC_EXPORT LF_UNSCANNED int GC_use_entire_heap;
 LFGC_EXPORT LF_UNSCANNED int GC_quiet;
 LFGC_EXPORT LF_UNSCANNED unsigned long GC_time_limit;
 LFGC_EXPORT LF_UNSCANNED GC_word GC_non_gc_bytes;
 /* Bounds that are no heap address themselves, as bdwgc's are not (a word
  * below the heap, one past its end): a program scans its copy of them. */
-LFGC_EXPORT LF_UNSCANNED void *GC_least_plausible_heap_addr = (void *)(LOWFAT_HEAP_START - sizeof(void *));
-LFGC_EXPORT LF_UNSCANNED void *GC_greatest_plausible_heap_addr = (void *)LOWFAT_HEAP_END;
-LFGC_EXPORT LF_UNSCANNED GC_oom_func GC_oom_fn = default_oom_fn;
+LFGC_EXPORT LF_UNSCANNED_DATA void *GC_least_plausible_heap_addr = (void *)(LOWFAT_HEAP_START - sizeof(void *));
+LFGC_EXPORT LF_UNSCANNED_DATA void *GC_greatest_plausible_heap_addr = (void *)LOWFAT_HEAP_END;
+LFGC_EXPORT LF_UNSCANNED_DATA GC_oom_func GC_oom_fn = default_oom_fn;
 
-static LF_UNSCANNED GC_warn_proc warn_proc = GC_default_warn_proc;
+static LF_UNSCANNED_DATA GC_warn_proc warn_proc = GC_default_warn_proc;
 
 LFGC_EXPORT void GC_init(void)
 {
@@ -234,7 +234,7 @@ LFGC_EXPORT int GC_get_all_interior_pointers(void)
 }
 
 LF_UNSCANNED bool lf_base_only;
-LF_UNSCANNED uint8_t lf_valid_displacements[LF_MAX_DISPLACEMENT] = { [0] = 1 };
+LF_UNSCANNED_BSS uint8_t lf_valid_displacements[LF_MAX_DISPLACEMENT];
 
 /* bdwgc keeps a table of valid offsets as large as its block and aborts
  * past it; so does lfgc, whose table the marker reads only while interior

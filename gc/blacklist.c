@@ -21,7 +21,7 @@
 #include "internal.h"
 
 LF_UNSCANNED uint8_t *lf_blacklist;
-LF_UNSCANNED uint8_t lf_bl_epoch = 1;
+LF_UNSCANNED_DATA uint8_t lf_bl_epoch = 1;
 
 /* A chunk stays blacklisted while hit by one of the last BL_EPOCHS full
  * collections (or a minor collection since). */

@@ -116,6 +116,7 @@ static LF_UNSCANNED pthread_once_t layout_once = PTHREAD_ONCE_INIT;
 
 LF_MALLOC_TEXT static void layout_once_fn(void)
 {
+    lf_kinds_init();
     lf_layout_ok = lf_layout_init() && lf_blacklist_init();
     lf_roots_init();
 }

@@ -83,9 +83,9 @@ LFGC_EXPORT void GC_debug_register_finalizer_unreachable(void *obj, GC_finalizat
 /* Settings stored for bdwgc's policy.  Plain loads and stores: bdwgc
  * does not synchronise them either.                                    */
 
-static LF_UNSCANNED int max_prior_attempts = 1;
-static LF_UNSCANNED size_t min_bytes_allocd = 1;
-static LF_UNSCANNED int rate = 10;
+static LF_UNSCANNED_DATA int max_prior_attempts = 1;
+static LF_UNSCANNED_DATA size_t min_bytes_allocd = 1;
+static LF_UNSCANNED_DATA int rate = 10;
 static LF_UNSCANNED unsigned long time_limit_nsec;
 
 LFGC_EXPORT void GC_set_max_prior_attempts(int v) { max_prior_attempts = v; }
@@ -271,7 +271,7 @@ static void default_abort_func(const char *msg)
     }
 }
 
-static LF_UNSCANNED GC_abort_func abort_func = default_abort_func;
+static LF_UNSCANNED_DATA GC_abort_func abort_func = default_abort_func;
 
 LFGC_EXPORT void GC_set_abort_func(GC_abort_func fn)
 {
@@ -303,7 +303,7 @@ LFGC_EXPORT void GC_abort_on_oom(void)
     lf_abort("Insufficient memory for the allocation");
 }
 
-LF_UNSCANNED int lf_log_fd = 2;
+LF_UNSCANNED_DATA int lf_log_fd = 2;
 
 LFGC_EXPORT void GC_set_log_fd(int fd)
 {
@@ -353,10 +353,10 @@ static void default_is_visible_print_proc(void *p)
     lf_abort("GC_is_visible test failed");
 }
 
-LFGC_EXPORT LF_UNSCANNED void (*GC_same_obj_print_proc)(void *, void *) = default_same_obj_print_proc;
-LFGC_EXPORT LF_UNSCANNED void (*GC_is_valid_displacement_print_proc)(void *) =
+LFGC_EXPORT LF_UNSCANNED_DATA void (*GC_same_obj_print_proc)(void *, void *) = default_same_obj_print_proc;
+LFGC_EXPORT LF_UNSCANNED_DATA void (*GC_is_valid_displacement_print_proc)(void *) =
     default_is_valid_displacement_print_proc;
-LFGC_EXPORT LF_UNSCANNED void (*GC_is_visible_print_proc)(void *) = default_is_visible_print_proc;
+LFGC_EXPORT LF_UNSCANNED_DATA void (*GC_is_visible_print_proc)(void *) = default_is_visible_print_proc;
 
 /* The object holding p in use: its base, or NULL (outside the heap, or a
  * free slot). */

@@ -55,7 +55,7 @@ struct scan_arg {                   /* struct pm_scan_arg */
 #define PAGEMAP_SCAN_IOCTL _IOWR('f', 16, struct scan_arg)
 
 static LF_UNSCANNED bool wanted;                 /* generational collections allowed   */
-static LF_UNSCANNED int uffd = -1;
+static LF_UNSCANNED_DATA int uffd = -1;
 static LF_UNSCANNED bool tracking;               /* regions registered, protections valid */
 static LF_UNSCANNED bool scanned_once;           /* a collection has set protections     */
 static LF_UNSCANNED pid_t owner_pid;             /* the process the descriptors are for  */
@@ -194,7 +194,7 @@ static void span_pages(const struct region *r, uint64_t j, uint64_t *lo, uint64_
  * of a small heap.  Its identity is kept, so that a descriptor the program
  * closed (and whose number may now be another file's) is never used or
  * closed as ours. */
-static LF_UNSCANNED int pagemap = -1;
+static LF_UNSCANNED_DATA int pagemap = -1;
 static LF_UNSCANNED dev_t pagemap_dev;
 static LF_UNSCANNED ino_t pagemap_ino;
 

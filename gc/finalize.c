@@ -72,7 +72,7 @@ struct ready {
 };
 
 /* Unscanned: it holds heap addresses (see LF_UNSCANNED). */
-static LF_UNSCANNED struct {
+static LF_UNSCANNED_DATA struct {
     struct table fins;
     struct table links[2];      /* short, long                             */
     struct ready *queue;        /* [head, len) wait to run                 */

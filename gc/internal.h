@@ -42,16 +42,20 @@
  * is the first 32-byte slot).  In a static link the library's data are
  * the program's, and the scan cannot tell them apart otherwise.
  * tests/symbols.sh fails for a variable defined without it. */
-#define LF_UNSCANNED __attribute__((section("lf_unscanned")))
+#define LF_UNSCANNED_DATA __attribute__((section("lf_unscanned")))
 /* The same for zero-initialised state, in a section that takes no room in
  * the file (NOBITS, as .bss): its pages are anonymous and made only when
- * written, where lf_unscanned's are file-backed and a read fault maps
- * them many at a time (fault-around), used or not.  For the large tables;
- * a non-zero initialiser here is an assembler error ("attempt to store
- * non-zero value").  GCC gives NOBITS only to sections named .bss.*, which
- * the linker merges into .bss without bounds: the type is written into
- * the directive, and '#' comments out the flags GCC appends to it. */
+ * written, where lf_unscanned's are file-backed and the first read of any
+ * maps them all (fault-around: the data segment is smaller than 64 KiB).
+ * A non-zero initialiser here is an assembler error ("attempt to store
+ * non-zero value"): such variables are LF_UNSCANNED_DATA, and few.  GCC
+ * gives NOBITS only to sections named .bss.*, which the linker merges
+ * into .bss without bounds: the type is written into the directive, and
+ * '#' comments out the flags GCC appends to it. */
 #define LF_UNSCANNED_BSS __attribute__((section("lf_unscanned_bss,\"aw\",@nobits#")))
+/* Zero-initialised, and small: a section of its own, so that the state
+ * a process writes lies on few pages, not between the large tables. */
+#define LF_UNSCANNED __attribute__((section("lf_unscanned_zero,\"aw\",@nobits#")))
 /* The code a process runs when it uses lfgc only as its malloc: start-up,
  * malloc, free and their slow paths, threads' first allocation and exit,
  * fork.  The linker lays .text.sorted.* out at the start of .text, so that
@@ -485,6 +489,7 @@ struct kind {
 };
 extern struct kind lf_kinds[MAX_KINDS];
 extern struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
+void lf_kinds_init(void);           /* the predefined kinds, first thing */
 /* What the marker does with an object it has just marked, indexed by the
  * chunk-map byte (kind + 1): push its base with this tag, or do not push
  * it (MARK_NO_SCAN).  One byte per kind keeps mark_word's load small. */
@@ -493,13 +498,14 @@ extern struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CLASSES];
 extern uint8_t lf_kind_mark[MAX_KINDS + 1];
 /* Interior pointers off (GC_all_interior_pointers 0 when the heap is set
  * up): the marker keeps an object only for a word at its base or at a
- * displacement GC_register_displacement made valid (offset 0 always). */
+ * displacement GC_register_displacement made valid (offset 0 always,
+ * without an entry: the table is zeros until a displacement is added). */
 extern bool lf_base_only;
 #define LF_MAX_DISPLACEMENT 4096
 extern uint8_t lf_valid_displacements[LF_MAX_DISPLACEMENT];
 static inline bool displacement_valid(uint64_t offset)
 {
-    return offset < LF_MAX_DISPLACEMENT && lf_valid_displacements[offset];
+    return offset == 0 || (offset < LF_MAX_DISPLACEMENT && lf_valid_displacements[offset]);
 }
 static inline struct class_kind *class_kind_of(unsigned c, unsigned kind)
 {
@@ -652,6 +658,8 @@ extern __thread struct thread_cache *lf_tl_cache __attribute__((tls_model("initi
  * lf_tl_cache less FREE_SHIFT of its group. */
 extern __thread struct thread_cache *lf_tl_free __attribute__((tls_model("initial-exec")));
 extern struct thread_cache lf_empty_cache;
+/* Free's fast path's view of it (alloc.c): the free map's address first. */
+extern uint8_t *lf_empty_free[];
 /* A new cache: its group and free map set; the magics once the heap is
  * set up (else the first free that takes the slow path does it). */
 void lf_cache_arm_free(struct thread_cache *tc);

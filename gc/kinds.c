@@ -25,31 +25,46 @@ LF_UNSCANNED_BSS struct class_kind lf_predefined_ck[NUM_PREDEFINED_KINDS][NUM_CL
 /* The manual kinds' (malloc.c). */
 static LF_UNSCANNED_BSS struct class_kind malloc_ck[3][NUM_CLASSES];
 
-LF_UNSCANNED struct kind lf_kinds[MAX_KINDS] = {
-    [KIND_PTRFREE]        = { .in_use = 1, .ptrfree = 1, .scan = SCAN_NONE,
-                              .ck = lf_predefined_ck[KIND_PTRFREE] },
-    [KIND_NORMAL]         = { .in_use = 1, .clear = 1, .scan = SCAN_CONSERVATIVE,
-                              .ck = lf_predefined_ck[KIND_NORMAL] },
-    [KIND_UNCOLLECTABLE]  = { .in_use = 1, .uncollectable = 1, .clear = 1,
-                              .scan = SCAN_CONSERVATIVE,
-                              .ck = lf_predefined_ck[KIND_UNCOLLECTABLE] },
-    [KIND_AUNCOLLECTABLE] = { .in_use = 1, .uncollectable = 1, .ptrfree = 1,
-                              .scan = SCAN_NONE,
-                              .ck = lf_predefined_ck[KIND_AUNCOLLECTABLE] },
-#define MANUAL_KIND(k) [k] = { .in_use = 1, .ptrfree = 1, .manual = 1, .scan = SCAN_NONE, \
-                               .ck = malloc_ck[(k) - KIND_FIRST_MANUAL] }
-    MANUAL_KIND(KIND_MALLOC_LARGE),
-    MANUAL_KIND(KIND_MALLOC_HARD),
-    MANUAL_KIND(KIND_MALLOC),
-};
-LF_UNSCANNED uint8_t lf_kind_mark[MAX_KINDS + 1] = {
+/* Zeros in the file's place (12 KiB of data the first read of any
+ * variable mapped whole): the predefined kinds are filled in by
+ * lf_kinds_init, before anything can allocate. */
+LF_UNSCANNED_BSS struct kind lf_kinds[MAX_KINDS];
+
+/* Field by field, in a function the compiler neither inlines nor
+ * specialises: initialisers became constants in .rodata, which a
+ * malloc-only process must not read (LF_MALLOC_RODATA). */
+LF_MALLOC_TEXT static __attribute__((noipa)) void kind_predefine(unsigned k, uint8_t ptrfree,
+                                                                uint8_t uncollectable,
+                                                                uint8_t manual,
+                                                                struct class_kind *ck)
+{
+    struct kind *d = &lf_kinds[k];
+    d->in_use = 1;
+    d->ptrfree = ptrfree;
+    d->uncollectable = uncollectable;
+    d->clear = !ptrfree;
+    d->scan = ptrfree ? SCAN_NONE : SCAN_CONSERVATIVE;
+    d->manual = manual;
+    d->ck = ck;
+}
+
+LF_MALLOC_TEXT void lf_kinds_init(void)
+{
+    kind_predefine(KIND_PTRFREE, 1, 0, 0, lf_predefined_ck[KIND_PTRFREE]);
+    kind_predefine(KIND_NORMAL, 0, 0, 0, lf_predefined_ck[KIND_NORMAL]);
+    kind_predefine(KIND_UNCOLLECTABLE, 0, 1, 0, lf_predefined_ck[KIND_UNCOLLECTABLE]);
+    kind_predefine(KIND_AUNCOLLECTABLE, 1, 1, 0, lf_predefined_ck[KIND_AUNCOLLECTABLE]);
+    for (unsigned k = KIND_FIRST_MANUAL; k <= KIND_MALLOC; k++)
+        kind_predefine(k, 1, 0, 1, malloc_ck[k - KIND_FIRST_MANUAL]);
+}
+LF_UNSCANNED_DATA uint8_t lf_kind_mark[MAX_KINDS + 1] = {
     [1 + KIND_PTRFREE] = MARK_NO_SCAN,
     [1 + KIND_AUNCOLLECTABLE] = MARK_NO_SCAN,
     [1 + KIND_MALLOC_LARGE] = MARK_NO_SCAN,
     [1 + KIND_MALLOC_HARD] = MARK_NO_SCAN,
     [1 + KIND_MALLOC] = MARK_NO_SCAN,
 };
-static LF_UNSCANNED unsigned num_kinds = NUM_PREDEFINED_KINDS;     /* lock held to change */
+static LF_UNSCANNED_DATA unsigned num_kinds = NUM_PREDEFINED_KINDS;     /* lock held to change */
 LF_UNSCANNED bool lf_kinds_rescan_minor;
 
 LF_MALLOC_TEXT unsigned lf_kinds_made(void)
@@ -145,7 +160,7 @@ bool lf_kind_valid(unsigned kind)
 /* Mark procedures                                                     */
 
 LF_UNSCANNED_BSS GC_mark_proc lf_mark_procs[GC_MAX_MARK_PROCS];
-static LF_UNSCANNED unsigned num_procs = GC_RESERVED_MARK_PROCS;     /* lock held */
+static LF_UNSCANNED_DATA unsigned num_procs = GC_RESERVED_MARK_PROCS;     /* lock held */
 
 bool lf_mark_proc_set(unsigned i, GC_mark_proc proc)
 {
@@ -344,7 +359,7 @@ int lf_kind_twin(unsigned kind, uint8_t *twin, bool uncollectable, void (*made)(
 /* Uncollectability is a property of the kind here (a span holds one
  * kind): each collectable kind gets an uncollectable twin, scanned the
  * same way and cleared, as bdwgc clears uncollectable objects. */
-static LF_UNSCANNED uint8_t uncollectable_twin[MAX_KINDS] = {
+static LF_UNSCANNED_DATA uint8_t uncollectable_twin[MAX_KINDS] = {
     [KIND_PTRFREE] = KIND_AUNCOLLECTABLE + 1,
     [KIND_NORMAL] = KIND_UNCOLLECTABLE + 1,
 };

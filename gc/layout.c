@@ -44,9 +44,12 @@
 
 /* Zero-initialised, so that only the page with the heap's entries is ever
  * resident (in the file, as constants, the fault-around of any read mapped
- * all 64 KiB); filled by fill_tables before the heap exists. */
-LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE];
-LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_magics[LOWFAT_TABLE_SIZE];
+ * all 64 KiB); filled by fill_tables before the heap exists.  Page-aligned,
+ * as the other tables below, so that the entries in use take as few pages
+ * as they can (PAGE_ALIGNED: the heap's regions' entries, one page). */
+#define PAGE_ALIGNED __attribute__((aligned(PAGE_SIZE)))
+LFGC_EXPORT LF_UNSCANNED_BSS PAGE_ALIGNED uint64_t lowfat_sizes[LOWFAT_TABLE_SIZE];
+LFGC_EXPORT LF_UNSCANNED_BSS PAGE_ALIGNED uint64_t lowfat_magics[LOWFAT_TABLE_SIZE];
 
 static const uint64_t class_sizes[NUM_CLASSES] LF_MALLOC_RODATA = {
 #define CLASS_SIZE(c, s) [c] = (uint64_t)(s),
@@ -65,18 +68,18 @@ LF_MALLOC_TEXT static void fill_tables(void)
     }
 }
 
-LFGC_EXPORT LF_UNSCANNED_BSS uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
+LFGC_EXPORT LF_UNSCANNED_BSS PAGE_ALIGNED uint64_t lowfat_heap_top[LOWFAT_TABLE_SIZE];
 /* What programs built with this layout's lowfat.h refer to (see there). */
 LFGC_EXPORT const char LOWFAT_LAYOUT_ID(LOWFAT_REGION_SHIFT, LOWFAT_FIRST_REGION);
 
-LF_UNSCANNED_BSS struct region lf_regions[NUM_CLASSES];
+LF_UNSCANNED_BSS PAGE_ALIGNED struct region lf_regions[NUM_CLASSES];
 LF_UNSCANNED uint8_t *lf_chunk_map;
-LF_UNSCANNED_BSS struct span lf_span_heads[NUM_CLASSES][SPAN_HEAD_CHUNKS];
+LF_UNSCANNED_BSS PAGE_ALIGNED struct span lf_span_heads[NUM_CLASSES][SPAN_HEAD_CHUNKS];
 /* Until the map is made (a free before the library's constructor and
  * before any malloc), the addresses below 256 MiB, NULL first, read zeros
  * here. */
 LF_UNSCANNED_BSS uint8_t lf_free_map_boot[((256u << 20) >> CHUNK_SHIFT) * CHUNK_ENTRY];
-LF_UNSCANNED uint8_t *lf_free_map = lf_free_map_boot;
+LF_UNSCANNED_DATA uint8_t *lf_free_map = lf_free_map_boot;
 LF_UNSCANNED bool lf_layout_ok;
 
 _Static_assert(LOWFAT_FIRST_REGION >= 1, "region 0 is non-fat");
@@ -307,7 +310,7 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
     __atomic_store_n(&lf_free_map, fm, __ATOMIC_RELEASE);
     /* Caches are made after this (the constructor runs it before main), but
      * threads without one use the empty cache's. */
-    __atomic_store_n(&lf_empty_cache.free_map_at[FREE_MAP_AT(0)], (uint8_t *)fm,
+    __atomic_store_n(&lf_empty_free[0], (uint8_t *)fm,
                      __ATOMIC_RELEASE);
     return true;
 }

@@ -23,7 +23,7 @@
 #include "lfgc_malloc.h"
 
 LF_UNSCANNED_BSS uint8_t lf_malloc_class[SMALL_REQUEST_MAX + 2];   /* filled by lf_alloc_init */
-LF_UNSCANNED unsigned lf_malloc_small_kind = KIND_MALLOC;
+LF_UNSCANNED_DATA unsigned lf_malloc_small_kind = KIND_MALLOC;
 LF_UNSCANNED bool lf_malloc_wipe, lf_malloc_shuffle;
 
 enum { ERRORS_ABORT, ERRORS_WARN, ERRORS_IGNORE };

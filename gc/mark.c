@@ -1037,7 +1037,7 @@ static void default_push_other_roots(void)
 
 /* A variable, as in bdwgc, whose export list leaks it: ECL reads and
  * writes it directly rather than through the calls below. */
-LFGC_EXPORT LF_UNSCANNED GC_push_other_roots_proc GC_push_other_roots =
+LFGC_EXPORT LF_UNSCANNED_DATA GC_push_other_roots_proc GC_push_other_roots =
     default_push_other_roots;
 
 void lf_mark_push_other_roots(void)

@@ -31,7 +31,7 @@
 
 /* /proc/self/status, kept open: reading it again costs half of opening
  * it.  A child of fork() must open its own. */
-static LF_UNSCANNED int status_fd = -1;
+static LF_UNSCANNED_DATA int status_fd = -1;
 static LF_UNSCANNED pid_t status_pid;
 
 /* The value of "VmPin:" in /proc/self/status, in KiB; -1 if it cannot be
@@ -195,7 +195,7 @@ static uint64_t io_uring_buffers(void)
  * and the next minor one checks again.  A pin taken since the last check
  * wrote its pages as it was taken (the kernel pins for writing), so they
  * were not protected while unknown. */
-static LF_UNSCANNED bool pins_placed = true;
+static LF_UNSCANNED_DATA bool pins_placed = true;
 
 bool lf_pins_allow_minor(void)
 {

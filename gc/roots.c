@@ -35,7 +35,7 @@ static LF_UNSCANNED struct range_set user_roots;
 static LF_UNSCANNED struct range_set excluded;       /* kept sorted by lo */
 /* The first entries of `excluded` at start-up are lfgc's own, which
  * GC_clear_exclusion_table keeps. */
-enum { OWN_EXCLUDED = 3 };
+enum { OWN_EXCLUDED = 4 };
 static LF_UNSCANNED struct range own_excluded[OWN_EXCLUDED];
 /* GC_register_has_static_roots_callback's filter, or NULL. */
 static LF_UNSCANNED GC_has_static_roots_func static_roots_filter;
@@ -60,10 +60,11 @@ LF_MALLOC_TEXT static void exclude(uintptr_t lo, uintptr_t hi)
     excluded.n++;
 }
 
-/* Bounds of the sections of LF_UNSCANNED and LF_UNSCANNED_BSS globals,
- * from the linker. */
+/* Bounds of the sections of LF_UNSCANNED_DATA, LF_UNSCANNED_BSS and
+ * LF_UNSCANNED globals, from the linker. */
 extern char __start_lf_unscanned[], __stop_lf_unscanned[];
 extern char __start_lf_unscanned_bss[], __stop_lf_unscanned_bss[];
+extern char __start_lf_unscanned_zero[], __stop_lf_unscanned_zero[];
 
 LF_MALLOC_TEXT void lf_roots_init(void)
 {
@@ -73,6 +74,8 @@ LF_MALLOC_TEXT void lf_roots_init(void)
                                       (uintptr_t)__stop_lf_unscanned };
     own_excluded[1] = (struct range){ (uintptr_t)__start_lf_unscanned_bss,
                                       (uintptr_t)__stop_lf_unscanned_bss };
+    own_excluded[3] = (struct range){ (uintptr_t)__start_lf_unscanned_zero,
+                                      (uintptr_t)__stop_lf_unscanned_zero };
     /* A program that reads lowfat_heap_top directly may have it copied
      * into its own data (a copy relocation): leave that copy out too. */
     own_excluded[2] = (struct range){ (uintptr_t)&lowfat_heap_top,

@@ -33,7 +33,7 @@
 
 #include "internal.h"
 
-LF_UNSCANNED pthread_mutex_t lf_gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
+LF_UNSCANNED_DATA pthread_mutex_t lf_gc_lock = PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP;
 
 enum thread_state { T_RUNNING, T_BLOCKING, T_FINISHED };
 
@@ -74,7 +74,7 @@ _Static_assert(offsetof(struct thread_rec, cache) + offsetof(struct thread_cache
 /* The module's state.  Not scanned: it holds no heap pointers.  What
  * belongs to one thread is thread-local instead (tl_self and the tl_
  * variables below). */
-static LF_UNSCANNED struct threads_state {
+static LF_UNSCANNED_DATA struct threads_state {
     /* The registry */
     struct thread_rec *registry;    /* registered threads, lock held       */
     struct thread_rec *spare_recs;  /* unregistered records, reused: a record

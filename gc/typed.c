@@ -24,8 +24,8 @@
 
 #include "gc_typed.h"
 
-LF_UNSCANNED unsigned lf_typed_proc = LF_NO_PROC;
-static LF_UNSCANNED int typed_kind = -1, array_kind = -1;
+LF_UNSCANNED_DATA unsigned lf_typed_proc = LF_NO_PROC;
+static LF_UNSCANNED_DATA int typed_kind = -1, array_kind = -1;
 
 /* Long-bitmap records: bump-allocated in one reservation, so that the
  * marker can tell a record from any other value a descriptor's argument

@@ -296,14 +296,16 @@ Test(static_link, plausible_bounds_are_no_heap_address)
 
 extern char __start_lf_unscanned[], __stop_lf_unscanned[];
 extern char __start_lf_unscanned_bss[], __stop_lf_unscanned_bss[];
+extern char __start_lf_unscanned_zero[], __stop_lf_unscanned_zero[];
 
-/* In one of the two sections the root scan leaves out (LF_UNSCANNED and
- * LF_UNSCANNED_BSS). */
+/* In one of the three sections the root scan leaves out (LF_UNSCANNED_DATA,
+ * LF_UNSCANNED_BSS and LF_UNSCANNED). */
 static int unscanned(const void *p, size_t n)
 {
     const char *c = p;
     return (c >= __start_lf_unscanned && c + n <= __stop_lf_unscanned) ||
-           (c >= __start_lf_unscanned_bss && c + n <= __stop_lf_unscanned_bss);
+           (c >= __start_lf_unscanned_bss && c + n <= __stop_lf_unscanned_bss) ||
+           (c >= __start_lf_unscanned_zero && c + n <= __stop_lf_unscanned_zero);
 }
 
 /* The globals that hold heap addresses or sizes are in the section the
