@@ -65,6 +65,7 @@ struct thread_rec {
      * thread_cache for the order. */
     struct thread_cache cache;
 };
+_Static_assert(sizeof(struct thread_rec) % 8 == 0, "rec_alloc clears a record word by word");
 _Static_assert((offsetof(struct thread_rec, cache) + offsetof(struct thread_cache, k)) % 4096 == 0,
                "thread_cache.k must start a page of the record: adjust LF_CACHE_K_PAD");
 _Static_assert(offsetof(struct thread_rec, cache) + offsetof(struct thread_cache, free_magic) +
@@ -147,10 +148,16 @@ static struct thread_rec *rec_alloc(void)
     struct thread_rec *rec = thr.spare_recs;
     if (rec) {
         thr.spare_recs = rec->next;
-        /* Zeros again, as a new mapping's: clearing would write all its
-         * pages, where a thread touches two (struct thread_cache). */
-        if (madvise(rec, sizeof *rec, MADV_DONTNEED) != 0)
-            memset(rec, 0, sizeof *rec);
+        /* Zeros again, writing only the words that are not: a thread
+         * touches two of the record's four pages (struct thread_cache),
+         * and a memset made all four resident.  (MADV_DONTNEED would
+         * leave them out, but costs a TLB shootdown in a threaded
+         * process: malloc_larson, which replaces a thread every 10,000
+         * operations, went from 117 to 174 ms.) */
+        uint64_t *word = (uint64_t *)rec;
+        for (size_t i = 0; i < sizeof *rec / sizeof *word; i++)
+            if (word[i])
+                word[i] = 0;
     } else {
         /* Zeros already: clearing would make all its pages resident, where
          * a thread that only mallocs never touches the collector's lists

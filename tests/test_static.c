@@ -477,12 +477,16 @@ struct record_probe {
     bool collector;
     void *remote;                   /* freed by the thread: a remote free */
     size_t resident, pages;
+    void *keep[NUM_SMALL_CLASSES];  /* on the main thread's stack: a root */
 };
+/* Both probes hold their records until both have looked: a record reused
+ * keeps the pages its first thread wrote. */
+static pthread_barrier_t record_barrier;
 
 static void *record_worker(void *arg)
 {
     struct record_probe *pr = arg;
-    static void *keep[NUM_SMALL_CLASSES];
+    void **keep = pr->keep;
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
         size_t n = c ? lf_regions[c - 1].size + 1 : 1;
         keep[c] = pr->collector ? (c & 1 ? GC_malloc_atomic(n) : GC_malloc(n)) : lfgc_malloc(n);
@@ -511,24 +515,30 @@ static void *record_worker(void *arg)
     close(fd);
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
         keep[c] = NULL;
+    pthread_barrier_wait(&record_barrier);
     return NULL;
 }
 
 Test(metadata, a_thread_touches_two_pages_of_its_record)
 {
     GC_INIT();
+    struct record_probe pr[2];
+    pthread_t t[2];
+    pthread_barrier_init(&record_barrier, NULL, 2);
     for (int collector = 0; collector < 2; collector++) {
-        struct record_probe pr = {.collector = collector, .remote = lfgc_malloc(40)};
-        pthread_t t;
-        cr_assert_eq(tu_real_pthread_create(&t, NULL, record_worker, &pr), 0);
-        tu_real_pthread_join(t, NULL);
-        cr_assert_geq(pr.pages, 4, "a record of %zu pages", pr.pages);
-        cr_assert_eq(pr.resident, 2, "a thread that %s touched %zu of the %zu pages of its "
-                     "record", collector ? "only used the collector" : "only malloc'ed",
-                     pr.resident, pr.pages);
-        if (collector)
-            lfgc_free(pr.remote);
+        pr[collector] = (struct record_probe){.collector = collector, .remote = lfgc_malloc(40)};
+        cr_assert_eq(tu_real_pthread_create(&t[collector], NULL, record_worker, &pr[collector]), 0);
     }
+    for (int collector = 0; collector < 2; collector++)
+        tu_real_pthread_join(t[collector], NULL);
+    pthread_barrier_destroy(&record_barrier);
+    for (int collector = 0; collector < 2; collector++) {
+        cr_assert_geq(pr[collector].pages, 4, "a record of %zu pages", pr[collector].pages);
+        cr_assert_eq(pr[collector].resident, 2, "a thread that %s touched %zu of the %zu pages "
+                     "of its record", collector ? "only used the collector" : "only malloc'ed",
+                     pr[collector].resident, pr[collector].pages);
+    }
+    lfgc_free(pr[1].remote);
 }
 
 /* A span taken empty is linked a page at a time (two slots at least): one
