@@ -1179,11 +1179,17 @@ static inline size_t trim_scale(unsigned kind)
     return lf_kinds[kind].manual ? TRIM_MANUAL : 1;
 }
 
+/* The most slots a thread's list may hold (batch: the class's). */
+static inline size_t trim_high(size_t batch, size_t scale)
+{
+    return TRIM_HIGH * scale * batch;
+}
+
 /* The credit of frees after a refill of `taken` slots: the list may hold
  * no more than those. */
 LF_MALLOC_TEXT static int64_t refill_credit(size_t batch, size_t taken, size_t scale)
 {
-    size_t high = TRIM_HIGH * scale * batch;
+    size_t high = trim_high(batch, scale);
     return (int64_t)(taken + batch <= high ? high - taken : batch);
 }
 
@@ -1221,7 +1227,6 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
         *plain = 0;
     }
     bool owned = kind == KIND_MALLOC && tc->free_grouped;
-    size_t keep_max = TRIM_HIGH * TRIM_MANUAL * want;
     if (unlikely(owned && tc->pend[c].head))
         pend_flush(tc, c);
     for (;;) {
@@ -1237,7 +1242,8 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
             }
             list = remote_take(ck, &n);
             if (list) {
-                taken = manual ? list_keep(list, n, keep_max, &ck->remote, &ck->remote_count) : n;
+                taken = manual ? list_keep(list, n, trim_high(want, TRIM_MANUAL), &ck->remote,
+                                           &ck->remote_count) : n;
                 n = taken;
                 kc->free[c] = list;
                 sweep_exit(tc);
@@ -1963,7 +1969,7 @@ LF_MALLOC_TEXT static void free_locked(void *p)
 LF_MALLOC_TEXT static size_t cache_trim(struct thread_cache *tc, struct kind_cache *kc, unsigned c,
                          unsigned kind, size_t batch)
 {
-    size_t high = TRIM_HIGH * trim_scale(kind) * batch, low = TRIM_LOW * batch;
+    size_t high = trim_high(batch, trim_scale(kind)), low = TRIM_LOW * batch;
     size_t mid = TRIM_MID * trim_scale(kind) * batch;
     void **keep = NULL, **last = kc->free[c];
     size_t n = 1;

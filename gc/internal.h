@@ -68,7 +68,7 @@
 /* The constants that code reads on its normal paths (the names it looks
  * up in the environment, the size classes), laid out with it: in
  * .rodata, the first read of any of them mapped the whole read-only
- * segment (48 KiB with the unwind tables) by fault-around.  LF_STR(s) is
+ * segment (44 KiB with the unwind tables) by fault-around.  LF_STR(s) is
  * the string literal s kept there.  tests/test_malloc.c checks that a
  * malloc-only process leaves that segment alone. */
 #define LF_MALLOC_RODATA __attribute__((section(".text.sorted.lfgc_1_malloc_rodata")))
