@@ -111,7 +111,18 @@ static LF_UNSCANNED_DATA struct {
 /* Set while the queue is not empty: the allocation slow path reads it
  * without the lock. */
 LF_UNSCANNED volatile AO_t lf_finalizers_due;
-static __thread bool running_finalizers __attribute__((tls_model("initial-exec")));
+/* The innermost GC_invoke_finalizers running on this thread: a guard in
+ * its frame, NULL when none.  While one runs, allocations (by the
+ * finalizers) do not start others.  A finalizer may leave by longjmp (a
+ * runtime's exception): the guard is then stale, which lf_finalize_due
+ * sees (finalizers_running_here) instead of never running finalizers on
+ * this thread again. */
+struct finalizers_guard {
+    uintptr_t token;
+};
+static __thread struct finalizers_guard *finalizers_guard __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t finalizers_guard_token __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t finalizers_calls __attribute__((tls_model("initial-exec")));
 
 LFGC_EXPORT LF_UNSCANNED GC_finalizer_notifier_proc GC_finalizer_notifier;
 
@@ -1082,8 +1093,13 @@ LFGC_EXPORT int GC_invoke_finalizers(void)
 {
     lf_ensure_init();
     int count = 0;
-    bool nested = running_finalizers;
-    running_finalizers = true;
+    struct finalizers_guard *outer = finalizers_guard;
+    uintptr_t outer_token = finalizers_guard_token;
+    volatile struct finalizers_guard guard;
+    /* Unlike any word a reused stack slot is likely to hold. */
+    guard.token = ((uintptr_t)&guard ^ 0x9e3779b97f4a7c15u) + ++finalizers_calls;
+    finalizers_guard = (struct finalizers_guard *)&guard;
+    finalizers_guard_token = guard.token;
     for (;;) {
         lock();
         if (fz.head == fz.len) {
@@ -1099,15 +1115,31 @@ LFGC_EXPORT int GC_invoke_finalizers(void)
         r.fn(r.obj, r.cd);
         count++;
     }
-    running_finalizers = nested;
+    finalizers_guard = outer;
+    finalizers_guard_token = outer_token;
     return count;
+}
+
+/* Whether a GC_invoke_finalizers is running below the caller on this
+ * thread.  Its guard is live if it lies above the caller's frame (the
+ * stack grows down) and still holds its token: a frame left by longjmp
+ * lies below the caller, or has been overwritten since. */
+static bool finalizers_running_here(void)
+{
+    volatile struct finalizers_guard *g = finalizers_guard;
+    if (!g)
+        return false;
+    if ((uintptr_t)g > (uintptr_t)__builtin_frame_address(0) && g->token == finalizers_guard_token)
+        return true;
+    finalizers_guard = NULL;
+    return false;
 }
 
 /* From the allocation and collection paths, lock not held, when some
  * finalizers are due: run them here, or tell the program. */
 void lf_finalize_due(void)
 {
-    if (running_finalizers)
+    if (finalizers_running_here())
         return;                         /* a finalizer allocating */
     if (GC_finalize_on_demand) {
         GC_finalizer_notifier_proc fn = fz.notifier ? fz.notifier : GC_finalizer_notifier;

@@ -11,6 +11,7 @@
 #include "gc_mark.h"
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdatomic.h>
 
 TestSuite(fin, .init = tu_warm_up);
@@ -1000,6 +1001,57 @@ Test(fin, allocation_runs_finalizers)
     cr_assert_gt(GC_get_gc_no(), gcs, "no collection ran");
     cr_assert_gt(alloc_fin_runs, 100000, "only %ld finalizers ran during allocation",
                  (long)alloc_fin_runs);
+}
+
+/* A finalizer may leave by longjmp (a runtime's exception: neko's are).
+ * The thread goes on, and its allocations run finalizers again: the
+ * guard against a finalizer's allocations starting others must not stay
+ * behind in the frame the longjmp left (it did: none ran on that thread
+ * again). */
+static jmp_buf escape_to;
+static _Atomic int escape_armed;
+static _Atomic long escape_runs;
+
+static void escaping_fin(void *obj, void *cd)
+{
+    (void)cd;
+    if (((uint64_t *)obj)[0] != 0xe5cafe)
+        intact_at_finalization = 0;
+    escape_runs++;
+    if (escape_armed) {
+        escape_armed = 0;
+        longjmp(escape_to, 1);
+    }
+}
+
+static TU_NOINLINE void churn_escaping(long n)
+{
+    for (long i = 0; i < n; i++) {
+        uint64_t *p = GC_MALLOC(64);
+        p[0] = 0xe5cafe;
+        GC_register_finalizer(p, escaping_fin, NULL, NULL, NULL);
+    }
+}
+
+Test(fin, finalizer_leaving_by_longjmp_does_not_stop_finalization)
+{
+    escape_armed = 1;
+    if (setjmp(escape_to) == 0) {
+        churn_escaping(200000);
+        cr_assert_fail("no finalizer ran during 200000 allocations");
+    }
+    cr_assert_eq(escape_runs, 1);
+    long before = escape_runs;
+    churn_escaping(200000);
+    cr_assert_gt(escape_runs - before, 100000,
+                 "after the longjmp, only %ld finalizers ran during allocation",
+                 (long)(escape_runs - before));
+    /* Explicitly too, and the lock is free: a collection runs. */
+    uint64_t gcs = GC_get_gc_no();
+    GC_gcollect();
+    cr_assert_gt(GC_get_gc_no(), gcs);
+    GC_invoke_finalizers();
+    cr_assert(intact_at_finalization);
 }
 
 /* A program that finalizes most of what it allocates keeps a small heap:
