@@ -1120,10 +1120,11 @@ LFGC_EXPORT int GC_invoke_finalizers(void)
     return count;
 }
 
-/* Whether a GC_invoke_finalizers is running below the caller on this
- * thread.  Its guard is live if it lies above the caller's frame (the
- * stack grows down) and still holds its token: a frame left by longjmp
- * lies below the caller, or has been overwritten since. */
+/* Whether the caller runs inside a GC_invoke_finalizers of this thread
+ * (a finalizer allocating).  The guard is live if it lies in an older
+ * frame than the caller's (at a higher address: the stack grows down)
+ * and still holds its token; a frame left by longjmp lies at or below
+ * the caller's, or has been overwritten since. */
 static bool finalizers_running_here(void)
 {
     volatile struct finalizers_guard *g = finalizers_guard;
