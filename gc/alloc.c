@@ -290,7 +290,8 @@ LF_MALLOC_TEXT static struct span *span_grow(unsigned c, unsigned kind, uint64_t
         raise_heap_top(r, span_chunk_index(r, s));
     } else {
         for (;;) {
-            if (r->next_chunk + r->span_chunks > r->max_chunks)
+            if (r->next_chunk + r->span_chunks > r->max_chunks ||
+                !lf_region_cover_bits(r, r->next_chunk + r->span_chunks))
                 return NULL;
             uint64_t j = r->next_chunk;
             r->next_chunk += r->span_chunks;

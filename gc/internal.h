@@ -249,7 +249,8 @@ struct region {
     uint64_t usable_end;    /* no slot may extend past this (precision and
                                region bounds)                               */
     uint64_t q0;            /* slot number of the first slot                */
-    uint64_t *mark_bits;    /* one bit per slot, index q - q0               */
+    uint64_t *mark_bits;    /* one bit per slot, index q - q0 (its part of
+                               lf_mark_heads while that covers its spans) */
     uint64_t *alloc_bits;   /* uncollectable kinds: one bit per allocated slot */
     struct span *spans;     /* one entry per chunk (span_at: the first ones
                                are in lf_span_heads); a span uses its first */
@@ -310,6 +311,12 @@ static inline void refused_check(void)
 
 bool lf_layout_init(void);
 bool lf_region_map_metadata(struct region *r);
+/* Mark bits of the first slots of every class, in one table: a class
+ * whose slots need more gets a bitmap of its own (lf_region_cover_bits,
+ * before its frontier reaches `chunks`; false when out of memory). */
+#define MARK_HEAD_BITS 4096
+extern uint64_t lf_mark_heads[NUM_CLASSES][MARK_HEAD_BITS / 64];
+bool lf_region_cover_bits(struct region *r, uint64_t chunks);
 uint64_t lf_class_of_size(size_t bytes);              /* NUM_CLASSES if too big */
 static inline struct region *region_of(const void *p)
 {

@@ -75,6 +75,10 @@ LFGC_EXPORT const char LOWFAT_LAYOUT_ID(LOWFAT_REGION_SHIFT, LOWFAT_FIRST_REGION
 LF_UNSCANNED_BSS PAGE_ALIGNED struct region lf_regions[NUM_CLASSES];
 LF_UNSCANNED uint8_t *lf_chunk_map;
 LF_UNSCANNED_BSS PAGE_ALIGNED struct span lf_span_heads[NUM_CLASSES][SPAN_HEAD_CHUNKS];
+/* The first MARK_HEAD_BITS mark bits of every class, side by side, so
+ * that a class with few spans does not cost a page of bitmap of its own
+ * (see lf_region_cover_bits). */
+LF_UNSCANNED_BSS PAGE_ALIGNED uint64_t lf_mark_heads[NUM_CLASSES][MARK_HEAD_BITS / 64];
 /* Until the map is made (a free before the library's constructor and
  * before any malloc), the addresses below 256 MiB, NULL first, read zeros
  * here. */
@@ -321,12 +325,42 @@ LF_MALLOC_TEXT bool lf_region_map_metadata(struct region *r)
         return true;
     uint64_t slots = (r->usable_end - r->start) / r->size + 1;
     uint64_t bitmap_bytes = (slots + 63) / 64 * 8;
-    r->mark_bits = map_noreserve(bitmap_bytes);
+    r->mark_bits = lf_mark_heads[r - lf_regions];
     r->alloc_bits = map_noreserve(bitmap_bytes);
     r->spans = map_noreserve((r->max_chunks + 1) * sizeof(struct span));
     if (!r->mark_bits || !r->alloc_bits || !r->spans)
         return false;
     r->mapped = 1;
+    return true;
+}
+
+/* A region's mark bits start in its part of lf_mark_heads; before its
+ * frontier passes `chunks`, they move to a bitmap of its own.  Only the
+ * bits of spans below the frontier are ever read or written (the chunk
+ * map tells spans in use), and the move is made under the lock with no
+ * thread sweeping: bits change outside a collection only under the lock,
+ * and sweeping threads read them without it. */
+LF_MALLOC_TEXT bool lf_region_cover_bits(struct region *r, uint64_t chunks)
+{
+    if (r->mark_bits != lf_mark_heads[r - lf_regions])
+        return true;
+    uint64_t qa, qb;
+    lf_span_slots(r, chunks - r->span_chunks, &qa, &qb);
+    if (qb - r->q0 <= MARK_HEAD_BITS)
+        return true;
+    uint64_t slots = (r->usable_end - r->start) / r->size + 1;
+    uint64_t *bits = map_noreserve((slots + 63) / 64 * 8);
+    if (!bits)
+        return false;
+    /* Already held by a collection (or by fork) when it allocates; no
+     * marker runs then (allocation waits for marking to end). */
+    bool hold = !AO_load(&lf_gc_pending);
+    if (hold)
+        lf_sweepers_hold();
+    memcpy(bits, r->mark_bits, sizeof lf_mark_heads[0]);
+    r->mark_bits = bits;
+    if (hold)
+        lf_sweepers_release();
     return true;
 }
 
