@@ -1200,6 +1200,20 @@ LF_MALLOC_TEXT int64_t lf_refill_credit_empty(unsigned c)
     return refill_credit(batch_slots(&lf_regions[c]), 0, TRIM_MANUAL);
 }
 
+/* Batches per refill of GC_generic_malloc_many's lists.  Those lists are
+ * the caller's: each of its threads holds one per class and kind it
+ * allocates, and collections keep every slot on them.  Longer pieces make
+ * the sweep's writes a longer stream, and refills fewer (Whippet's
+ * mt-gcbench: sweep 115 -> 95 ms of 407 at four batches), worth it where
+ * the heap is large against what the lists hold: a batch more for each
+ * 8 MiB of heap, up to four.  Guile's nine threads in an 8 MiB heap held
+ * 600 KiB more at four (docs/performance.md). */
+LF_MALLOC_TEXT static size_t plain_batches(void)
+{
+    uint64_t n = AO_load((volatile AO_t *)&lf_hs.heap_bytes) >> 23;
+    return n < 1 ? 1 : n > 4 ? 4 : (size_t)n;
+}
+
 /* Refill the calling thread's list of (class, kind).
  * Most refills continue the thread's lazy sweep of a span it claimed, one
  * piece at a time, without the lock and straight into the cache (the
@@ -1220,11 +1234,7 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
     bool manual = lf_kinds[kind].manual;
     size_t taken;
     if (plain) {
-        /* The caller's list is not one collections walk: four batches
-         * at a time make the sweep's writes a longer stream, and refills
-         * fewer (Whippet's mt-gcbench: sweep 115 -> 95 ms of 407;
-         * docs/performance.md). */
-        want *= 4;
+        want *= plain_batches();
         *plain = 0;
     }
     bool owned = kind == KIND_MALLOC && tc->free_grouped;

@@ -391,6 +391,58 @@ Test(markproc, generic_malloc_many_plain_links)
     }
 }
 
+/* The longest of `lists` lists of 48-byte objects GC_generic_malloc_many
+ * hands out, in bytes; every entry an object of the kind. */
+static TU_NOINLINE size_t many_longest(int kind, int lists)
+{
+    size_t longest = 0;
+    for (int l = 0; l < lists; l++) {
+        void *list = NULL;
+        GC_generic_malloc_many(48, kind, &list);
+        cr_assert_not_null(list);
+        size_t bytes = 0;
+        for (void *p = list; p; p = GC_NEXT(p)) {
+            cr_assert_eq(GC_base(p), p);
+            bytes += GC_size(p);
+        }
+        if (bytes > longest)
+            longest = bytes;
+    }
+    return longest;
+}
+
+#define BIG_PARTS 40
+static unsigned char *volatile big[BIG_PARTS];
+
+/* The lists are the caller's, held whole by each of its threads and kept
+ * by collections: in a small heap about a page of objects, as bdwgc's (a
+ * block's worth); longer once the heap is large against them, where they
+ * make the sweep faster. */
+Test(markproc, generic_malloc_many_lists_scale_with_the_heap)
+{
+    GC_INIT();
+    size_t small = many_longest(GC_I_NORMAL, 16);
+    cr_log_info("small heap (%zu KiB): lists of up to %zu bytes", GC_get_heap_size() >> 10, small);
+    cr_assert_leq(small, 8 * KiB, "small heap: a list of %zu bytes", small);
+    for (int i = 0; i < BIG_PARTS; i++) {
+        big[i] = GC_MALLOC_ATOMIC(MiB);
+        cr_assert_not_null(big[i]);
+        tu_fill_bytes(big[i], MiB, (uint64_t)i);
+    }
+    tu_collect();
+    size_t large = many_longest(GC_I_NORMAL, 16);
+    cr_log_info("heap of %zu MiB: lists of up to %zu bytes", GC_get_heap_size() >> 20, large);
+    cr_assert_geq(large, 12 * KiB, "heap of %zu MiB: lists of %zu bytes at most",
+                  GC_get_heap_size() >> 20, large);
+    for (int i = 0; i < BIG_PARTS; i++)
+        cr_assert_eq(tu_check_bytes(big[i], MiB, (uint64_t)i), MiB, "part %d changed", i);
+    GC_hidden_pointer one = tu_hide(big[0]);
+    for (int i = 0; i < BIG_PARTS; i++)
+        big[i] = NULL;
+    tu_collect();
+    cr_assert(!tu_live(one), "a dropped part survived");
+}
+
 /* Lists GC_generic_malloc_many hands out go up in address: a program
  * that builds a structure from them lays it out in the order it will walk
  * it (Whippet's quads walks its tree 4.7 times faster than in the reverse
