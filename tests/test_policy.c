@@ -443,6 +443,65 @@ Test(policy, threads_with_structures_in_progress_widen_the_allocation_between_co
     cr_assert(tw_intact(), "the live list was damaged");
 }
 
+/* A heap expanded for data since dropped: 6 MiB of 256-byte objects, live
+ * through two collections, then gone and their spans given back, so that
+ * the garbage after it is allocated within the expanded size, where the
+ * policy collects once a collection is overdue. */
+#define SL_OBJECTS (6 * 4096)
+static void **volatile sl_big;
+
+static TU_NOINLINE void sl_expand(void)
+{
+    for (size_t i = 0; i < SL_OBJECTS; i++) {
+        void **o = GC_MALLOC(256);
+        if (!o) {
+            atomic_fetch_add(&tw_failures, 1);
+            return;
+        }
+        o[0] = sl_big;
+        sl_big = o;
+    }
+    tu_collect();
+    sl_big = NULL;
+    for (int i = 0; i < 4; i++)
+        tu_collect();
+}
+
+static int sl_child(void *arg, uint64_t *count)
+{
+    GC_full_freq = 0;         /* every collection full */
+    sl_expand();
+    *count = tw_collections((unsigned)(uintptr_t)arg);
+    *count |= (uint64_t)(GC_get_heap_size() >> 10) << 32;
+    return atomic_load(&tw_failures) == 0 && GC_get_heap_size() < ((size_t)64 << 20) &&
+           tw_intact() ? 0 : 1;
+}
+
+/* Full collections while two threads allocate come at the rule's point
+ * within the expanded size, not half as much again past it as at one
+ * thread, where each thread refills past the point before the world
+ * stops (policy.c, overdue_tenths).  Before, two threads collected as
+ * often as one here. */
+Test(policy, threads_allocating_collect_fully_at_the_rules_point, .timeout = 60)
+{
+    GC_INIT();
+    tw_build();
+    uint64_t one = tu_in_child_value(sl_child, (void *)(uintptr_t)1, 60,
+                                     "heap unbounded, live data damaged or a worker failed");
+    uint64_t two = tu_in_child_value(sl_child, (void *)(uintptr_t)2, 60,
+                                     "heap unbounded, live data damaged or a worker failed");
+    uint64_t n1 = (uint32_t)one, n2 = (uint32_t)two;
+    size_t heap1 = (size_t)(one >> 32) << 10, heap2 = (size_t)(two >> 32) << 10;
+    cr_log_info("full collections: %lu with one thread (heap %zu KiB), %lu with two (%zu KiB)",
+                (unsigned long)n1, heap1 >> 10, (unsigned long)n2, heap2 >> 10);
+    cr_assert_gt(n1, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)n1);
+    cr_assert_geq(5 * n2, 6 * n1, "two threads collected %lu times, one thread %lu times",
+                  (unsigned long)n2, (unsigned long)n1);
+    cr_assert_leq(heap2, heap1 + MiB, "the heap is %zu KiB with two threads, %zu with one",
+                  heap2 >> 10, heap1 >> 10);
+    cr_assert(tw_intact(), "the live list was damaged");
+}
+
 /* ------------------------------------------------------------------ */
 /* The hook points of a collection                                     */
 
