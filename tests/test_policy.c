@@ -379,6 +379,23 @@ static uint64_t tw_collections_fresh(unsigned n)
                              "heap unbounded, live data damaged or a worker failed");
 }
 
+/* The collection counts of one and two threads (values of tw_child or
+ * sl_child), with what every such comparison checks: 100 MiB of garbage
+ * made more than 20 collections, the heap is no larger with two threads,
+ * and the live list is intact. */
+static void tw_compare(uint64_t one, uint64_t two, uint64_t *n1, uint64_t *n2)
+{
+    *n1 = (uint32_t)one;
+    *n2 = (uint32_t)two;
+    size_t heap1 = (size_t)(one >> 32) << 10, heap2 = (size_t)(two >> 32) << 10;
+    cr_log_info("collections: %lu with one thread (heap %zu KiB), %lu with two (%zu KiB)",
+                (unsigned long)*n1, heap1 >> 10, (unsigned long)*n2, heap2 >> 10);
+    cr_assert_gt(*n1, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)*n1);
+    cr_assert_leq(heap2, heap1 + MiB, "the heap is %zu KiB with two threads, %zu with one",
+                  heap2 >> 10, heap1 >> 10);
+    cr_assert(tw_intact(), "the live list was damaged");
+}
+
 /* Threads allocating at once collect as often as one thread doing the
  * same allocation, in the same heap: what the collections find in
  * progress on each thread spaces them out only when it is there to be
@@ -395,15 +412,10 @@ Test(policy, allocating_threads_do_not_widen_the_allocation_between_collections,
 {
     GC_INIT();
     tw_build();
-    uint64_t one = tw_collections_fresh(1), two = tw_collections_fresh(2);
-    uint64_t n1 = (uint32_t)one, n2 = (uint32_t)two;
-    size_t heap1 = (size_t)(one >> 32) << 10, heap2 = (size_t)(two >> 32) << 10;
-    cr_assert_gt(n1, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)n1);
+    uint64_t n1, n2;
+    tw_compare(tw_collections_fresh(1), tw_collections_fresh(2), &n1, &n2);
     cr_assert_geq(4 * n2, 3 * n1, "two threads collected %lu times, one thread %lu times",
                   (unsigned long)n2, (unsigned long)n1);
-    cr_assert_leq(heap2, heap1 + MiB, "the heap is %zu KiB with two threads, %zu with one",
-                  heap2 >> 10, heap1 >> 10);
-    cr_assert(tw_intact(), "the live list was damaged");
 }
 
 /* Pointerful live data whose scanning, not what minor collections trace,
@@ -490,16 +502,10 @@ Test(policy, threads_allocating_collect_fully_at_the_rules_point, .timeout = 60)
                                      "heap unbounded, live data damaged or a worker failed");
     uint64_t two = tu_in_child_value(sl_child, (void *)(uintptr_t)2, 60,
                                      "heap unbounded, live data damaged or a worker failed");
-    uint64_t n1 = (uint32_t)one, n2 = (uint32_t)two;
-    size_t heap1 = (size_t)(one >> 32) << 10, heap2 = (size_t)(two >> 32) << 10;
-    cr_log_info("full collections: %lu with one thread (heap %zu KiB), %lu with two (%zu KiB)",
-                (unsigned long)n1, heap1 >> 10, (unsigned long)n2, heap2 >> 10);
-    cr_assert_gt(n1, 20, "only %lu collections for 100 MiB of garbage", (unsigned long)n1);
+    uint64_t n1, n2;
+    tw_compare(one, two, &n1, &n2);
     cr_assert_geq(5 * n2, 6 * n1, "two threads collected %lu times, one thread %lu times",
                   (unsigned long)n2, (unsigned long)n1);
-    cr_assert_leq(heap2, heap1 + MiB, "the heap is %zu KiB with two threads, %zu with one",
-                  heap2 >> 10, heap1 >> 10);
-    cr_assert(tw_intact(), "the live list was damaged");
 }
 
 /* ------------------------------------------------------------------ */
