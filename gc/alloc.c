@@ -1203,11 +1203,10 @@ LF_MALLOC_TEXT int64_t lf_refill_credit_empty(unsigned c)
 /* Batches per refill of GC_generic_malloc_many's lists.  Those lists are
  * the caller's: each of its threads holds one per class and kind it
  * allocates, and collections keep every slot on them.  Longer pieces make
- * the sweep's writes a longer stream, and refills fewer (Whippet's
- * mt-gcbench: sweep 115 -> 95 ms of 407 at four batches), worth it where
+ * the sweep's writes a longer stream, and refills fewer, worth it where
  * the heap is large against what the lists hold: a batch more for each
- * 8 MiB of heap, up to four.  Guile's nine threads in an 8 MiB heap held
- * 600 KiB more at four (docs/performance.md). */
+ * 8 MiB of heap, up to four (docs/performance.md, Whippet's mt-gcbench and
+ * Guile's threads). */
 LF_MALLOC_TEXT static size_t plain_batches(void)
 {
     uint64_t n = AO_load((volatile AO_t *)&lf_hs.heap_bytes) >> 23;

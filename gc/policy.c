@@ -312,11 +312,10 @@ static void expand_step(uint64_t need)
  * (others refilled at least a quarter of what the busiest did) and the
  * collection would be full, it is the rule's own point: each thread
  * refills past the point before the world stops and holds a list through
- * the collection, so that running on by half again took neko's heap 520
- * KiB up when its four threads started, against bdwgc's 350
- * (docs/performance.md).  A full collection costs the live data, which
- * the threads do not change; minor ones while threads allocate have their
- * allowance in thread_widening. */
+ * the collection, so that half again past it grew the heap well beyond
+ * what one thread's allocation does (docs/performance.md).  A full
+ * collection costs the live data, which the threads do not change; minor
+ * ones while threads allocate have their allowance in thread_widening. */
 static uint64_t overdue_tenths(void)
 {
     uint64_t running, most;
