@@ -20,11 +20,13 @@ esac
 # docs/compatibility.md, "Guile 3.0.8's crashes"): "madvise failed" or a
 # silent SIGSEGV, or a collection walking zeroed frames for ever.  Those
 # runs (Guile's only: a crash or hang elsewhere is a failure) are run
-# again, at most twice, and said; RT_TIMEOUT bounds a run.
+# again, at most twice, and said.  RT_TIMEOUT bounds a run: 120 s, far
+# above any workload's 2 s, so that a hang costs a run of the suite two
+# minutes, not ten.
 tries=3
 while :; do
     st=0
-    /usr/bin/time -f '%e %U %S %M' -o "$tmp/time" timeout -k 10 "${RT_TIMEOUT:-600}" "$@" \
+    /usr/bin/time -f '%e %U %S %M' -o "$tmp/time" timeout -k 10 "${RT_TIMEOUT:-120}" "$@" \
         >"$tmp/out" 2>"$tmp/err" || st=$?
     tries=$((tries - 1))
     if [ "$st" -eq 0 ] || [ $tries -le 0 ] || [ "$workload" != guile ] ||
