@@ -319,16 +319,21 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
     return true;
 }
 
+/* Bytes of a whole bitmap of region r: a bit per slot. */
+LF_MALLOC_TEXT static uint64_t region_bitmap_bytes(const struct region *r)
+{
+    uint64_t slots = (r->usable_end - r->start) / r->size + 1;
+    return (slots + 63) / 64 * 8;
+}
+
 LF_MALLOC_TEXT bool lf_region_map_metadata(struct region *r)
 {
     if (r->mapped)
         return true;
-    uint64_t slots = (r->usable_end - r->start) / r->size + 1;
-    uint64_t bitmap_bytes = (slots + 63) / 64 * 8;
     r->mark_bits = lf_mark_heads[r - lf_regions];
-    r->alloc_bits = map_noreserve(bitmap_bytes);
+    r->alloc_bits = map_noreserve(region_bitmap_bytes(r));
     r->spans = map_noreserve((r->max_chunks + 1) * sizeof(struct span));
-    if (!r->mark_bits || !r->alloc_bits || !r->spans)
+    if (!r->alloc_bits || !r->spans)
         return false;
     r->mapped = 1;
     return true;
@@ -348,8 +353,7 @@ LF_MALLOC_TEXT bool lf_region_cover_bits(struct region *r, uint64_t chunks)
     lf_span_slots(r, chunks - r->span_chunks, &qa, &qb);
     if (qb - r->q0 <= MARK_HEAD_BITS)
         return true;
-    uint64_t slots = (r->usable_end - r->start) / r->size + 1;
-    uint64_t *bits = map_noreserve((slots + 63) / 64 * 8);
+    uint64_t *bits = map_noreserve(region_bitmap_bytes(r));
     if (!bits)
         return false;
     /* Already held by a collection (or by fork) when it allocates; no
