@@ -485,7 +485,7 @@ static bool page_all_old(struct region *r, uint64_t p)
         return false;
     if (span_at(r, span_index_of(r, a))->aging && span_at(r, span_index_of(r, b))->aging)
         return true;
-    return !lf_hs.live_aging || !page_points_to_aging(p);
+    return !lf_hs.aging_spans || !page_points_to_aging(p);
 }
 
 static bool protect(uint64_t lo, uint64_t hi)

@@ -1111,6 +1111,11 @@ struct gc_heap_stats {
     uint64_t minor_collections; /* collections that kept the old marks     */
     uint64_t live_aging;        /* of live_bytes, in aging spans (not old)  */
     uint64_t live_aging_ptrful; /* ... of them, in scanned kinds            */
+    /* Spans the last collection left aging.  Not live_aging != 0: a span
+     * whose only marked slots were free ones on a thread's list is aging
+     * with no live bytes, and what the thread allocates there after the
+     * collection is marked until the next minor one clears the span. */
+    uint64_t aging_spans;
     /* Free slots on the threads' lists at the last collection: marked, so
      * that the sweep leaves them alone, but not live (lf_cache_mark). */
     uint64_t cached_ptrful, cached_ptrfree, cached_aging, cached_aging_ptrful;

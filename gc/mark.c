@@ -1286,7 +1286,7 @@ void lf_mark_clear_all(void)
  * still reaches them is traced by this collection. */
 void lf_mark_clear_aging(void)
 {
-    if (!lf_hs.live_aging)
+    if (!lf_hs.aging_spans)
         return;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
@@ -1303,6 +1303,7 @@ void lf_mark_clear_aging(void)
         }
     }
     lf_hs.live_aging = lf_hs.live_aging_ptrful = 0;
+    lf_hs.aging_spans = 0;
 }
 
 /* Uncollectable objects are roots: mark and scan every allocated one. */

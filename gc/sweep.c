@@ -21,6 +21,7 @@
 void lf_sweep_after_mark(bool generational)
 {
     uint64_t live_ptrful = 0, live_ptrfree = 0, live_aging = 0, aging_ptrful = 0;
+    uint64_t aging_spans = 0;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         if (!r->mapped || !r->next_chunk)
@@ -55,6 +56,7 @@ void lf_sweep_after_mark(bool generational)
                 continue;
             if (generational && nursery && n > 0) {
                 s->aging = 1;
+                aging_spans++;
                 live_aging += bytes;
                 if (!kd->ptrfree)
                     aging_ptrful += bytes;
@@ -84,6 +86,7 @@ void lf_sweep_after_mark(bool generational)
     lf_hs.live_bytes = live_ptrful + live_ptrfree;
     lf_hs.live_aging = live_aging;
     lf_hs.live_aging_ptrful = aging_ptrful;
+    lf_hs.aging_spans = aging_spans;
     lf_hs.reclaimed_last = before > lf_hs.live_bytes ? before - lf_hs.live_bytes : 0;
 }
 

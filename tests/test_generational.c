@@ -339,6 +339,70 @@ Test(gen, aging_objects_after_a_full_collection_survive_later_minors)
     old_nodes = NULL;
 }
 
+/* Free slots on a thread's list are marked through a collection, so that
+ * the sweep leaves them alone; what the thread allocates there afterwards
+ * is marked until the next minor collection clears its span (aging) or
+ * scans it (old).  A span taken since the last collection whose only
+ * marked slots at a full one are such free slots ages with no live bytes
+ * at all; its objects must still be traced by the next minor collection,
+ * or what only they hold is freed (the crystal compiler lost its data
+ * this way). */
+#define LISTED_N 16
+#define LISTED_BYTES 368                    /* a class nothing else here uses */
+
+static void **volatile listed_root;
+
+/* One allocation: the thread's list for the class is filled from a fresh
+ * span, and the object dies at once. */
+static TU_NOINLINE void take_a_list(void)
+{
+    char *p = GC_malloc(LISTED_BYTES);
+    cr_assert_not_null(p);
+    p[0] = 1;
+}
+
+static TU_NOINLINE void fill_from_the_list(uint64_t seed)
+{
+    void **root = GC_malloc(LISTED_N * sizeof(void *));
+    cr_assert_not_null(root);
+    for (size_t i = 0; i < LISTED_N; i++) {
+        void **x = GC_malloc(LISTED_BYTES);
+        char *y = GC_malloc(YOUNG_BYTES);
+        cr_assert(x && y);
+        tu_fill_bytes(y, YOUNG_BYTES, seed + i);
+        x[0] = y;                           /* y is held by x alone */
+        root[i] = x;
+    }
+    listed_root = root;
+}
+
+static TU_NOINLINE size_t count_listed_intact(uint64_t seed)
+{
+    size_t intact = 0;
+    for (size_t i = 0; i < LISTED_N; i++) {
+        void **x = listed_root[i];
+        intact += tu_check_bytes(x[0], YOUNG_BYTES, seed + i) == YOUNG_BYTES;
+    }
+    return intact;
+}
+
+Test(gen, objects_allocated_from_a_list_kept_through_a_collection_are_traced)
+{
+    TU_NEED_MINOR();
+    tu_collect();
+    take_a_list();
+    tu_collect();                           /* the fresh span ages: free slots only */
+    fill_from_the_list(23);
+    for (unsigned round = 0; round < 3; round++) {
+        cr_assert(tu_collect_minor(), "round %u: expected a minor collection", round);
+        churn(20000);                       /* reuses whatever was freed */
+        cr_assert_eq(count_listed_intact(23), LISTED_N,
+                     "round %u: objects held only by objects allocated from a "
+                     "thread's list were lost", round);
+    }
+    listed_root = NULL;
+}
+
 /* Objects that survive a minor collection young are mostly a structure
  * the program is still building, and it writes them again at once.  A
  * minor collection leaves their pages unprotected, so those writes cost no
