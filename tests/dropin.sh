@@ -120,6 +120,10 @@ else
     cmp -s "$work/cbdw.out" "$work/clf.out" ||
         { fail "bdwgc_cpp_client prints differently on lfgc"; diff "$work/cbdw.out" "$work/clf.out" >&2; }
     grep -q '^vector and map intact: yes$' "$work/clf.out" || fail "bdwgc_cpp_client: live data damaged"
+    grep -q '^objects held from plain new intact: yes$' "$work/clf.out" ||
+        fail "bdwgc_cpp_client: objects held only from plain new were freed"
+    grep -q '^plain new gives the collector.s memory: yes$' "$work/clf.out" ||
+        fail "bdwgc_cpp_client: plain new does not come from libgccpp.so.1"
 fi
 
 # --- 2. mmv: rename 300 files ------------------------------------------

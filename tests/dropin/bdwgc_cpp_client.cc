@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #include <gc/gc_allocator.h>
@@ -23,6 +24,29 @@ public:
 struct Plain {
     unsigned long words[4];
 };
+
+// An object of plain new holding the only reference to collectable memory:
+// libgccpp's operator new gives uncollectable memory, which is scanned.
+struct Holder {
+    char *text;
+};
+
+static Holder **__attribute__((noinline)) make_holders(int n)
+{
+    Holder **hs = new Holder *[n];
+    for (int i = 0; i < n; i++) {
+        hs[i] = new Holder;
+        hs[i]->text = static_cast<char *>(GC_MALLOC_ATOMIC(32));
+        std::snprintf(hs[i]->text, 32, "holder %d", i);
+    }
+    return hs;
+}
+
+static void __attribute__((noinline)) churn(int n)
+{
+    for (int i = 0; i < n; i++)
+        std::memset(GC_MALLOC_ATOMIC(32), 'x', 31);
+}
 
 static void __attribute__((noinline)) make_garbage(int n)
 {
@@ -52,11 +76,29 @@ int main()
     rooted[0] = new (UseGC) Plain;
     rooted[0]->words[1] = 42;
     make_garbage(2000);
+    Holder **holders = make_holders(1000);
     wipe_stack();
     for (int i = 0; i < 3; i++) {
         GC_gcollect();
         GC_invoke_finalizers();
     }
+    churn(200000);
+    GC_gcollect();
+    churn(200000);
+    int lost = 0;
+    char want[32];
+    for (int i = 0; i < 1000; i++) {
+        std::snprintf(want, sizeof want, "holder %d", i);
+        lost += std::strcmp(holders[i]->text, want) != 0;
+    }
+    std::printf("objects held from plain new intact: %s\n", lost ? "no" : "yes");
+    int *probe = new int(1);
+    std::printf("plain new gives the collector's memory: %s\n", GC_is_heap_ptr(probe) ? "yes" : "no");
+    delete probe;
+    // A std::string: libstdc++ is a library this program needs, as any C++
+    // program does, and it defines operator new too.
+    std::string label("done");
+    std::printf("%s\n", label.c_str());
     unsigned long sum = 0;
     for (int i = 0; i < 5000; i++)
         sum += v[i]->words[0] ^ m[i];
