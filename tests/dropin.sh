@@ -126,6 +126,28 @@ else
         fail "bdwgc_cpp_client: plain new does not come from libgccpp.so.1"
 fi
 
+# --- 1c. A staged install, before any ldconfig ----------------------------
+# The drop-in and the malloc library find liblfgc.so.0 beside them
+# ($ORIGIN), not only in $(libdir): a DESTDIR install, or one into a
+# system directory before ldconfig has run, works as it stands.
+stage="$work/stage"
+if ! ${MAKE:-make} -C "$top_builddir" install DESTDIR="$stage" >"$work/install.log" 2>&1; then
+    tail -20 "$work/install.log" >&2
+    fail "make install DESTDIR=... failed"
+else
+    smalloc=$(find "$stage" -name liblfgc-malloc.so | head -1)
+    sdropin=$(find "$stage" -name libgc.so.1 | head -1)
+    if [ -z "$smalloc" ] || [ -z "$sdropin" ]; then
+        fail "the staged install lacks liblfgc-malloc.so or libgc.so.1"
+    else
+        out=$(LD_PRELOAD="$smalloc" /bin/echo staged 2>&1)
+        [ "$out" = staged ] || fail "staged liblfgc-malloc.so does not load: $out"
+        LD_LIBRARY_PATH="${sdropin%/*}" "$work/bdwgc_client" >"$work/st.out" 2>"$work/st.err" ||
+            fail "bdwgc_client on the staged libgc.so.1 failed: $(head -3 "$work/st.err")"
+        grep -q '^collector: lfgc$' "$work/st.err" || fail "bdwgc_client did not run on the staged lfgc"
+    fi
+fi
+
 # --- 2. mmv: rename 300 files ------------------------------------------
 for c in bdw lf; do
     mkdir -p "$work/mmv-$c"
