@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -949,21 +950,45 @@ void lf_stacks_mark(void)
 /* ------------------------------------------------------------------ */
 /* fork                                                                 */
 
+/* glibc's stdio list lock, which its fork takes after the prepare
+ * handlers (public, recursive). */
+extern void _IO_list_lock(void);
+extern void _IO_list_unlock(void);
+
+/* Whether this thread's fork took the locks (its prepare handler ran). */
+static __thread bool tl_fork_locked __attribute__((tls_model("initial-exec")));
+
 /* Like a collection, fork waits for threads sweeping outside the lock:
- * the child must not inherit a half-built list. */
+ * the child must not inherit a half-built list.
+ *
+ * The stdio list lock comes first, as glibc orders its own malloc locks
+ * after it: a thread in getline holds its stream's lock while it
+ * reallocates, and fflush(NULL) holds the list lock while it waits for
+ * that stream; taking our lock first would close the cycle (glibc's bug
+ * 19431).  A process with one thread takes neither, as glibc's fork
+ * does: nothing can hold them but this very thread, interrupted inside
+ * the allocator by the signal whose handler forks. */
 LF_MALLOC_TEXT static void atfork_prepare(void)
 {
+    tl_fork_locked = !__libc_single_threaded;
+    if (!tl_fork_locked)
+        return;
+    _IO_list_lock();
     lock();
     lf_sweepers_hold();
 }
 
 LF_MALLOC_TEXT static void atfork_parent(void)
 {
+    if (!tl_fork_locked)
+        return;
     lf_sweepers_release();
     unlock();
+    _IO_list_unlock();
 }
 
-/* Only the forking thread exists in the child. */
+/* Only the forking thread exists in the child.  glibc has reset its
+ * stdio list lock by now; ours is made anew below. */
 LF_MALLOC_TEXT static void atfork_child(void)
 {
     struct thread_rec *me = tl_self;

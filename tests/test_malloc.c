@@ -669,6 +669,59 @@ Test(malloc_threads, fork_with_threads, .timeout = 60)
         pthread_join(th[i], NULL);
 }
 
+/* Run tests/fork_cases CASE in a fresh process with liblfgc-malloc
+ * preloaded; its exit status, and whether it printed "ok". */
+static int fork_case(const char *name, bool *said_ok)
+{
+    const char *top = getenv("top_builddir");
+    char prog[4096], lib[4096];
+    snprintf(prog, sizeof prog, "%s/tests/fork_cases", top ? top : ".");
+    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
+    cr_assert_eq(access(lib, R_OK), 0, "%s not built", lib);
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        setenv("LD_PRELOAD", lib, 1);
+        execl(prog, prog, name, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char buf[64] = "";
+    ssize_t n = 0, got;
+    while (n < (ssize_t)sizeof buf - 1 && (got = read(fd[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+        n += got;
+    close(fd[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    *said_ok = strcmp(buf, "ok\n") == 0;
+    return status;
+}
+
+/* fork takes stdio's list lock before lfgc's, as glibc orders its own
+ * malloc locks: threads forking while others reallocate under a stream's
+ * lock (getline) and flush every stream (fflush(NULL)) deadlocked. */
+Test(malloc_threads, fork_while_stdio_reallocates, .timeout = 60)
+{
+    bool ok;
+    int status = fork_case("stdio", &ok);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok,
+              "fork_cases stdio: status %#x (SIGALRM %d: deadlock)", status, SIGALRM);
+}
+
+/* In a process with one thread, fork takes no lock (as glibc's fork):
+ * a signal handler that forks may have interrupted this very thread
+ * inside malloc or free, holding lfgc's lock. */
+Test(malloc_signals, fork_in_a_handler_that_interrupted_malloc, .timeout = 60)
+{
+    bool ok;
+    int status = fork_case("handler", &ok);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0 && ok,
+              "fork_cases handler: status %#x (SIGALRM %d: deadlock)", status, SIGALRM);
+}
+
 /* ------------------------------------------------------------------ */
 /* Signal handlers                                                      */
 
