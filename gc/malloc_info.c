@@ -21,8 +21,12 @@ static size_t system_bytes(const struct mallinfo2 *mi)
     return mi->arena + mi->hblkhd;
 }
 
+/* The report is whole or absent: fprintf is a cancellation point, and a
+ * thread cancelled in the middle would leave half of it (glibc makes
+ * malloc_stats immune too, since 2.28). */
 LFGC_EXPORT void lfgc_malloc_stats(void)
 {
+    int cancel = nocancel_begin();
     struct mallinfo2 mi = lfgc_mallinfo2();
     size_t in_use_small = mi.arena - mi.fordblks;
     fprintf(stderr, "Arena 0:\n"
@@ -34,6 +38,7 @@ LFGC_EXPORT void lfgc_malloc_stats(void)
             "max mmap regions = %10zu\n"
             "max mmap bytes   = %10zu\n",
             mi.arena, in_use_small, system_bytes(&mi), mi.uordblks, mi.hblks, mi.hblkhd);
+    nocancel_end(cancel);
 }
 
 LFGC_EXPORT int lfgc_malloc_info(int options, FILE *fp)

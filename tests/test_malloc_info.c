@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 
 #include "lfgc_malloc.h"
 
@@ -131,6 +132,50 @@ Test(malloc_info, stats_follow_the_heap)
     free(s0);
     free(s1);
     free(s2);
+}
+
+/* A thread with a cancellation request pending writes the whole report:
+ * fprintf is a cancellation point, and glibc's malloc_stats is immune
+ * (since 2.28); lfgc's wrote nothing. */
+static pthread_barrier_t stats_gate;
+
+static void *stats_thread(void *arg)
+{
+    pthread_barrier_wait(&stats_gate);      /* not a cancellation point */
+    malloc_stats();
+    return arg;
+}
+
+static void *stats_with_cancel_pending(void *unused)
+{
+    (void)unused;
+    pthread_barrier_init(&stats_gate, NULL, 2);
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, stats_thread, NULL), 0);
+    cr_assert_eq(pthread_cancel(th), 0);
+    pthread_barrier_wait(&stats_gate);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    pthread_barrier_destroy(&stats_gate);
+    return NULL;
+}
+
+Test(malloc_info, stats_are_whole_when_a_cancel_is_pending)
+{
+    FILE *tmp = tmpfile();
+    cr_assert_not_null(tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    cr_assert_eq(dup2(fileno(tmp), 2), 2);
+    stats_with_cancel_pending(NULL);
+    fflush(stderr);
+    cr_assert_eq(dup2(saved, 2), 2);
+    close(saved);
+    char buf[4096] = "";
+    ssize_t n = pread(fileno(tmp), buf, sizeof buf - 1, 0);
+    fclose(tmp);
+    cr_assert_gt(n, 0, "malloc_stats wrote nothing: the thread was cancelled inside it");
+    cr_assert_not_null(strstr(buf, "max mmap bytes   ="),
+                       "malloc_stats stopped before its last line:\n%s", buf);
 }
 
 Test(malloc_info, info_is_glibc_xml_with_lfgcs_figures)
