@@ -275,7 +275,9 @@ LF_MALLOC_TEXT static struct span *retained_take(struct region *r, unsigned kind
 LF_MALLOC_TEXT static struct span *span_grow(unsigned c, unsigned kind, uint64_t bytes)
 {
     struct region *r = &lf_regions[c];
-    if (!r->reserved || !lf_region_map_metadata(r))
+    /* Where the layout failed part way (an address-space limit), no table
+     * is mapped: the regions reserved before the failure stay unused. */
+    if (!lf_layout_ok || !r->reserved || !lf_region_map_metadata(r))
         return NULL;
     if (lf_hs.max_heap && lf_hs.heap_bytes + bytes > lf_hs.max_heap)
         return NULL;
@@ -778,7 +780,7 @@ LF_MALLOC_TEXT static void count_refill(struct thread_cache *tc, uint64_t bytes)
  * short (collections walk them) and the sweep stays close to use. */
 LF_MALLOC_TEXT static size_t batch_slots(const struct region *r)
 {
-    size_t n = 4096 / r->size;
+    size_t n = r->size ? 4096 / r->size : 0;      /* 0: the layout failed first */
     return n < 8 ? 8 : n;
 }
 

@@ -669,6 +669,50 @@ Test(malloc_threads, fork_with_threads, .timeout = 60)
         pthread_join(th[i], NULL);
 }
 
+/* Under an address-space limit lfgc cannot reserve its regions (all of
+ * them, or those after the first few): it says so, and every allocation
+ * fails cleanly.  tests/malloc_once, preloaded, exits 1 when malloc
+ * returns NULL; it died of SIGFPE or SIGSEGV at its first malloc. */
+Test(malloc_errors, address_space_limit_fails_allocations, .timeout = 30)
+{
+    const char *top = getenv("top_builddir");
+    char prog[4096], lib[4096];
+    snprintf(prog, sizeof prog, "%s/tests/malloc_once", top ? top : ".");
+    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
+    cr_assert_eq(access(lib, R_OK), 0, "%s not built", lib);
+    /* 4 GiB: no region; 1.77 TiB: the first regions but not all. */
+    const rlim_t limits[] = {(rlim_t)4 << 30, (rlim_t)1900000000 << 10};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        int fd[2];
+        cr_assert_eq(pipe(fd), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            dup2(fd[1], 2);
+            struct rlimit rl = {limits[i], limits[i]};
+            setrlimit(RLIMIT_AS, &rl);
+            setenv("LD_PRELOAD", lib, 1);
+            execl(prog, prog, (char *)NULL);
+            _exit(127);
+        }
+        close(fd[1]);
+        char err[4096] = "";
+        ssize_t n = 0, got;
+        while (n < (ssize_t)sizeof err - 1 &&
+               (got = read(fd[0], err + n, sizeof err - 1 - (size_t)n)) > 0)
+            n += got;
+        close(fd[0]);
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+                  "limit %llu KiB: status %#x (a signal: crashed at malloc)\n%s",
+                  (unsigned long long)(limits[i] >> 10), status, err);
+        cr_assert_not_null(strstr(err, "lfgc: cannot reserve region"),
+                           "limit %llu KiB: no message on stderr:\n%s",
+                           (unsigned long long)(limits[i] >> 10), err);
+    }
+}
+
 /* Run tests/fork_cases CASE in a fresh process with liblfgc-malloc
  * preloaded; its exit status, and whether it printed "ok". */
 static int fork_case(const char *name, bool *said_ok)
