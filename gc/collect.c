@@ -16,6 +16,9 @@
 
 LF_UNSCANNED struct gc_heap_stats lf_hs;
 LF_UNSCANNED bool lf_print_stats;
+/* Debug builds: check each minor collection's marks against a full trace
+ * (LFGC_VERIFY_MINOR, lf_verify_minor_marks). */
+static LF_UNSCANNED bool verify_minor;
 LF_UNSCANNED bool lf_gc_initialized;
 LF_UNSCANNED bool lf_heap_initialized;
 static LF_UNSCANNED pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -73,6 +76,8 @@ static void read_environment(void)
         GC_dont_gc = 1;
     if (getenv(LF_STR("GC_PRINT_STATS")))
         lf_print_stats = true;
+    if (LF_DEBUG)
+        verify_minor = getenv(LF_STR("LFGC_VERIFY_MINOR")) != NULL;
     lf_dirty_init(generational_by_environment() != 0);
 }
 
@@ -201,6 +206,18 @@ static uint64_t phase_stop(void)
     return t0;
 }
 
+/* Everything a collection marks from, but the old objects on written
+ * pages (minor collections): uncollectable objects, data segments and
+ * added roots, stacks, the program's push procedure, finalization's. */
+static void mark_every_root(void)
+{
+    lf_uncollectables_push();
+    lf_roots_mark();
+    lf_stacks_mark();
+    lf_mark_push_other_roots();
+    lf_finalize_mark_roots();
+}
+
 /* The policy chooses full or minor; the marks are cleared as that needs,
  * and every root is marked (the old objects on written pages too for a
  * minor collection). */
@@ -218,16 +235,14 @@ static void phase_mark_roots(struct lf_cycle *cy)
     lf_mark_begin(cy->expected_trace);
     if (cy->minor)
         cy->old_rescanned = lf_dirty_mark_old();
-    lf_uncollectables_push();
-    lf_roots_mark();
-    lf_stacks_mark();
-    lf_mark_push_other_roots();
-    lf_finalize_mark_roots();
+    mark_every_root();
 }
 
-static void phase_mark_finish(void)
+static void phase_mark_finish(const struct lf_cycle *cy)
 {
     lf_mark_finish();
+    if (LF_DEBUG && cy->minor && verify_minor)
+        lf_verify_minor_marks(mark_every_root);
 }
 
 /* Classify spans by their marks (the sweep itself is lazy); the counters
@@ -298,7 +313,7 @@ void lf_collect(enum collect_reason why)
     phase_prepare();
     uint64_t t0 = phase_stop();
     phase_mark_roots(&cy);
-    phase_mark_finish();
+    phase_mark_finish(&cy);
     hooks_run(LF_HOOK_AFTER_MARK);      /* world stopped, marks final */
     lf_event(GC_EVENT_MARK_END);
     phase_sweep();

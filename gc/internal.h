@@ -1196,6 +1196,10 @@ bool lf_array_reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t fir
  * called at the end of a collection, which also checks what holds only
  * then (global free lists dropped, marks counted, no sweep cursors). */
 unsigned lf_heap_verify(bool after_collection);
+/* Debug builds (LFGC_VERIFY_MINOR): after a minor collection's mark, with
+ * the world stopped, check its marks against a full trace from
+ * mark_roots; abort, saying what was missed, if they fall short. */
+void lf_verify_minor_marks(void (*mark_roots)(void));
 
 #pragma GCC visibility pop
 #endif /* LFGC_INTERNAL_H */

@@ -5,6 +5,8 @@
  *   first two words, the bitmaps and the sweep cursors.
  * - lf_heap_walk(): every slot of every span in use, with its state.
  * - lf_heap_verify(): the heap's invariants, checked one by one.
+ * - lf_verify_minor_marks(): a minor collection's marks against a full
+ *   trace (debug builds, LFGC_VERIFY_MINOR).
  * - lf_assert_fail(), for lf_assert() in builds configured with
  *   --enable-debug.
  *
@@ -811,4 +813,122 @@ LFGC_EXPORT int lfgc_verify_heap(void)
     lf_sweepers_release();
     unlock();
     return (int)n;
+}
+
+/* ------------------------------------------------------------------ */
+/* A minor collection's marks against a full trace                     */
+
+struct minor_check {
+    uint64_t *saved[NUM_CLASSES];       /* the minor collection's bits */
+    uint64_t words[NUM_CLASSES];
+};
+
+static uint64_t bitmap_words(const struct region *r)
+{
+    uint64_t qa, qb;
+    lf_span_slots(r, r->next_chunk - r->span_chunks, &qa, &qb);
+    return (qb - r->q0 + 63) / 64;
+}
+
+/* Print an object that the minor collection marked and that holds a
+ * pointer into [lo, lo + size): the edge it did not follow.  A walk of
+ * the whole heap: for the first few misses only. */
+static void report_referrer(const struct minor_check *mc, uint64_t lo, uint64_t size)
+{
+    struct out o = { .n = 0 };
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        const struct region *r = &lf_regions[c];
+        if (!mc->saved[c])
+            continue;
+        for (uint64_t i = 0; i < mc->words[c]; i++)
+            for (uint64_t m = mc->saved[c][i]; m; m &= m - 1) {
+                uint64_t base = (r->q0 + i * 64 + (unsigned)__builtin_ctzll(m)) * r->size;
+                unsigned k = lf_chunk_map[chunk_entry(base)];
+                if (!k || lf_kinds[k - 1].ptrfree)
+                    continue;
+                const struct span *sp = span_at(r, span_index_of(r, base));
+                uint64_t len = r->large ? sp->obj_bytes : r->size;
+                for (const uint64_t *w = (const uint64_t *)base; (uint64_t)(w + 1) <= base + len; w++) {
+                    if (*w < lo || *w >= lo + size)
+                        continue;
+                    out_str(&o, "lfgc: verify minor:   held by ");
+                    out_num(&o, base, 16);
+                    out_str(&o, " (");
+                    out_num(&o, len, 10);
+                    out_str(&o, " bytes, kind ");
+                    out_str(&o, kind_name(k - 1));
+                    out_str(&o, sp->old ? ", old" : sp->aging ? ", aging" : ", young");
+                    out_str(&o, ") at offset ");
+                    out_num(&o, (uint64_t)w - base, 10);
+                    out_char(&o, '\n');
+                    out_flush(&o);
+                    return;
+                }
+            }
+    }
+    out_str(&o, "lfgc: verify minor:   held by no object the minor collection marked\n");
+    out_flush(&o);
+}
+
+/* World stopped, after a minor collection's mark: trace again from
+ * `mark_roots` into cleared bits, as a full collection would, and check
+ * that everything it reaches was marked.  An object it reaches and the
+ * minor mark did not would be freed while reachable: each is printed
+ * (the first few with an object that holds it), then the process aborts.
+ * Otherwise the marks are the minor collection's again, plus what the
+ * full trace found (nothing new but what the minor one kept old). */
+void lf_verify_minor_marks(void (*mark_roots)(void))
+{
+    struct minor_check mc;
+    memset(&mc, 0, sizeof mc);
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        if (!r->mapped || !r->next_chunk)
+            continue;
+        mc.words[c] = bitmap_words(r);
+        mc.saved[c] = scratch_map(mc.words[c] * 64);
+        if (!mc.saved[c])
+            lf_assert_fail(__FILE__, __LINE__, "scratch memory for LFGC_VERIFY_MINOR");
+        memcpy(mc.saved[c], r->mark_bits, mc.words[c] * 8);
+    }
+    lf_mark_clear_all();
+    lf_caches_mark();
+    lf_mark_begin(0);
+    mark_roots();
+    lf_mark_finish();
+    uint64_t missed = 0;
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        if (!mc.saved[c])
+            continue;
+        for (uint64_t i = 0; i < mc.words[c]; i++)
+            for (uint64_t m = r->mark_bits[i] & ~mc.saved[c][i]; m; m &= m - 1) {
+                uint64_t base = (r->q0 + i * 64 + (unsigned)__builtin_ctzll(m)) * r->size;
+                const struct span *sp = span_at(r, span_index_of(r, base));
+                if (++missed > 3)
+                    continue;
+                struct out o = { .n = 0 };
+                out_str(&o, "lfgc: verify minor: collection ");
+                out_num(&o, GC_gc_no + 1, 10);
+                out_str(&o, " left reachable ");
+                out_num(&o, base, 16);
+                out_str(&o, " (");
+                out_num(&o, r->large ? sp->obj_bytes : r->size, 10);
+                out_str(&o, sp->old ? " bytes, old span" : sp->aging ? " bytes, aging span" :
+                                                                      " bytes, young span");
+                out_str(&o, ") unmarked\n");
+                out_flush(&o);
+                report_referrer(&mc, base, r->size);
+            }
+    }
+    for (unsigned c = 0; c < NUM_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        if (!mc.saved[c])
+            continue;
+        for (uint64_t i = 0; i < mc.words[c]; i++)
+            r->mark_bits[i] |= mc.saved[c][i];
+        scratch_unmap(mc.saved[c], mc.words[c] * 64);
+    }
+    if (missed)
+        lf_assert_fail(__FILE__, __LINE__, "a minor collection left reachable objects unmarked");
 }
