@@ -511,7 +511,14 @@ LF_MALLOC_TEXT static void count_allocated(int64_t bytes)
         AO_fetch_and_add((volatile AO_t *)&lf_hs.total_allocd, (AO_t)bytes);
 }
 
-/* Freed bytes, added without the lock by the threads' frees. */
+/* Bytes freed explicitly (GC_get_expl_freed_bytes_since_gc), added
+ * without the lock by the threads' frees. */
+LF_MALLOC_TEXT static void count_expl_freed(uint64_t bytes)
+{
+    __atomic_fetch_add(&lf_hs.expl_freed_since_gc, bytes, __ATOMIC_RELAXED);
+}
+
+/* Bytes back where refills take slots from (see freed_since_gc). */
 LF_MALLOC_TEXT static void count_freed_shared(uint64_t bytes)
 {
     __atomic_fetch_add(&lf_hs.freed_since_gc, bytes, __ATOMIC_RELAXED);
@@ -1829,7 +1836,7 @@ LF_MALLOC_TEXT static uint64_t group_left_count(unsigned g, unsigned c)
 LF_MALLOC_TEXT void lf_cache_return(struct thread_cache *tc)
 {
     count_allocated((int64_t)tc->allocd);
-    count_freed_shared(tc->freed_bytes);
+    count_expl_freed(tc->freed_bytes);      /* its lists' bytes are given back below */
     /* A thread gone has nothing in progress: what it allocated does not
      * widen the next threshold (threads started one after another would
      * otherwise look like threads allocating at once). */
@@ -1929,6 +1936,7 @@ LF_MALLOC_TEXT bool lf_free_held(void *p)
         lf_disclaim_track(p, false);
     if (r->large) {
         count_freed_shared(s->obj_bytes);
+        count_expl_freed(s->obj_bytes);
         mark_clear(r, p);
         lf_span_free(r, s);
         return true;
@@ -1944,6 +1952,7 @@ LF_MALLOC_TEXT bool lf_free_held(void *p)
     if (lf_kinds[kind].clear)
         memset(p, 0, r->size);
     count_freed_shared(r->size);
+    count_expl_freed(r->size);
     if (s->state == SPAN_UNSWEPT) {
         /* The lazy sweep will find it: unmark it, mark it free. */
         mark_clear(r, p);
@@ -2001,6 +2010,8 @@ LF_MALLOC_TEXT static size_t cache_trim(struct thread_cache *tc, struct kind_cac
     size_t pushed = n - low;
     remote_push(class_kind_of(c, kind), head, last, pushed);
     sweep_exit(tc);
+    if (!lf_kinds[kind].manual)
+        count_freed_shared(pushed * lf_regions[c].size);
     /* Past high, what is left is not known: look again a batch later. */
     kc->credit[c] = (int64_t)(n > high ? batch : high - low);
     return pushed;
@@ -2113,13 +2124,15 @@ LF_MALLOC_TEXT void *lf_alloc_manual(unsigned c, size_t bytes, unsigned kind)
     return p;
 }
 
-/* Freed bytes are counted per thread and added to the shared counter a
- * few at a time, as refills are. */
+/* Bytes freed onto the thread's list are counted per thread and added to
+ * the shared count a few at a time, as refills are: only for
+ * GC_get_expl_freed_bytes_since_gc.  The policy sees them when cache_trim
+ * takes them off the list. */
 static void count_freed(struct thread_cache *tc, uint64_t bytes)
 {
     tc->freed_bytes += bytes;
     if (tc->freed_bytes >= ALLOCD_FLUSH) {
-        count_freed_shared(tc->freed_bytes);
+        count_expl_freed(tc->freed_bytes);
         tc->freed_bytes = 0;
     }
 }

@@ -255,6 +255,7 @@ static void phase_sweep(void)
      * the getters, which an event callback may call from here on). */
     lf_hs.allocd_since_gc = 0;
     lf_hs.freed_since_gc = 0;
+    lf_hs.expl_freed_since_gc = 0;
     AO_store(&lf_hs.caches_allocd, 0);
     AO_store(&lf_hs.max_thread_allocd, 0);
     lf_hs.exited_allocd = 0;

@@ -962,6 +962,9 @@ uint64_t lf_dirty_mark_old(void);       /* bytes of old objects queued */
 void lf_dirty_protect(bool full);
 void lf_dirty_after_fork(void);
 void lf_dirty_exclude(uint64_t lo, uint64_t hi);   /* lock held */
+/* Whether the heap page at addr was protected by the last collection and
+ * not written since (as lf_dirty_begin learnt it). */
+bool lf_dirty_page_unwritten(struct region *r, uint64_t addr);
 bool lf_pins_allow_minor(void);      /* pins.c; world stopped */
 
 /* ------------------------------------------------------------------ */
@@ -1091,7 +1094,13 @@ struct gc_heap_stats {
     volatile AO_t max_thread_allocd; /* most any thread added of it       */
     uint64_t exited_allocd;     /* ... added by threads since exited       */
     uint64_t total_allocd;
-    uint64_t freed_since_gc;    /* explicitly freed since then              */
+    /* Freed since then back to what refills hand out (freed under the
+     * lock, or trimmed off a thread's list): allocd_since_gc counts slots
+     * as they go onto a thread's list, and a slot freed onto the list is
+     * handed out again with nothing counted, so it is not credited until
+     * it leaves the list. */
+    uint64_t freed_since_gc;
+    uint64_t expl_freed_since_gc;   /* GC_free'd since then, however   */
     uint64_t reclaimed_last;
     uint64_t heap_target;       /* the heap's expanded size: spans up to it
                                    are taken without a collection unless

@@ -139,7 +139,7 @@ LFGC_EXPORT size_t GC_get_memory_use(void)
 LFGC_EXPORT size_t GC_get_expl_freed_bytes_since_gc(void)
 {
     /* With what the calling thread freed and has not yet added. */
-    return load(&lf_hs.freed_since_gc) + lf_tl_cache->freed_bytes;
+    return load(&lf_hs.expl_freed_since_gc) + lf_tl_cache->freed_bytes;
 }
 
 LFGC_EXPORT unsigned long GC_get_full_gc_total_time(void)
