@@ -286,6 +286,8 @@ LF_MALLOC_TEXT static struct span *span_grow(unsigned c, unsigned kind, uint64_t
         s = list_take(r, &r->released, kind);
     if (s) {
         lf_hs.released_bytes -= span_bytes(r, s);
+        if (lf_hs.passed_bytes > lf_hs.released_bytes)
+            lf_hs.passed_bytes = lf_hs.released_bytes;
         if (r->large && s->dirty)
             large_retained -= r->size;
     } else if ((s = list_take(r, &r->skipped, kind))) {
@@ -484,6 +486,7 @@ static void pools_make_room(uint64_t bytes)
             freed += lf_span_release(r, s);
         }
     }
+    lf_hs.passed_bytes += freed;
     next_region = (next_region + 1) % NUM_CLASSES;
 }
 
@@ -2290,13 +2293,13 @@ LFGC_EXPORT int lfgc_is_live(const void *p)
 
 /* GC_expand_hp: the reported heap size grows by `bytes`, and that much
  * more can be allocated before the policy is consulted.  (The reported
- * size is the expanded size less what was given back to the OS.) */
+ * size is the expanded size less what of it was given back to the OS.) */
 bool lf_heap_expand(size_t bytes)
 {
     uint64_t now = GC_get_heap_size();
     if (lf_hs.max_heap && now + bytes > lf_hs.max_heap)
         return false;
-    lf_hs.heap_target = now + bytes + lf_hs.released_bytes;
+    lf_hs.heap_target = now + bytes + lf_unmapped_bytes();
     lf_hs.heap_requested += bytes;
     return true;
 }

@@ -1086,6 +1086,10 @@ static inline void nocancel_end(int old)
 struct gc_heap_stats {
     uint64_t heap_bytes;        /* bytes of spans in use or pooled, not released */
     uint64_t released_bytes;    /* pooled spans given back to the OS        */
+    /* Of those, what was given back so that another class could grow
+     * within the expanded size (alloc.c, pools_make_room): that room
+     * went to the other class, and is not unmapped heap. */
+    uint64_t passed_bytes;
     uint64_t live_bytes;        /* found live by the last collection        */
     uint64_t live_ptrful;       /* ... of them, in scanned kinds            */
     uint64_t live_ptrfree;
@@ -1200,6 +1204,9 @@ void *lf_map_grow(void *old, size_t old_bytes, size_t new_bytes);
  * bytes, in a mapping of its own), doubling from `first`: false, the
  * array unchanged, if the kernel refuses. */
 bool lf_array_reserve(void **arr, size_t *cap, size_t n, size_t elem, size_t first);
+/* Bytes of the expanded size given back to the OS (GC_get_unmapped_bytes):
+ * the released spans less those whose room passed to another class. */
+uint64_t lf_unmapped_bytes(void);
 /* Check the heap's invariants; print each problem found (write(2)) and
  * return their number.  World stopped, lock held.  `after_collection`:
  * called at the end of a collection, which also checks what holds only
