@@ -78,7 +78,6 @@ static void read_environment(void)
         lf_print_stats = true;
     if (LF_DEBUG)
         verify_minor = getenv(LF_STR("LFGC_VERIFY_MINOR")) != NULL;
-    lf_dirty_init(generational_by_environment() != 0);
 }
 
 /* The heap: enough for uncollectable allocation, which needs no
@@ -97,9 +96,12 @@ LF_MALLOC_TEXT static void heap_once_fn(void)
     lf_heap_initialized = true;
 }
 
-/* Collection on: what stopping the world needs of the process. */
+/* Collection on: what stopping the world needs of the process, and the
+ * kernel's write tracking (a userfaultfd: a process that only mallocs
+ * must not find a descriptor it never opened). */
 static void init_once_fn(void)
 {
+    lf_dirty_init(generational_by_environment() != 0);
     lf_threads_collection_on();
     /* bdwgc's first collection at start-up, which sets its blacklist up;
      * a program that sets GC_dont_precollect wants to arrange its roots

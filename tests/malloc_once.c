@@ -10,8 +10,14 @@
  * liblfgc.so's mappings with permissions PERMS (r-xp: the code; r--p:
  * the headers and symbols, the constants, the relocated data made
  * read-only), a line "M file-offset start end", then one line "P address"
- * for each of its resident pages (from /proc/self/pagemap). */
+ * for each of its resident pages (from /proc/self/pagemap).
+ *
+ *   malloc_once fds
+ *
+ * makes every allocation call, then prints the descriptors open beyond
+ * the standard three, "fd target" a line. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -103,10 +109,36 @@ static long c_library_kb(void)
     return total;
 }
 
+/* After every allocation call: the descriptors open that are not the
+ * standard ones, one per line ("fd target"). */
+static int print_descriptors(void)
+{
+    allocate_all_ways(NULL);
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 1;
+    int own = dirfd(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd <= 2 || fd == own)
+            continue;
+        char path[64], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        target[n > 0 ? n : 0] = 0;
+        printf("%d %s\n", fd, target);
+    }
+    closedir(d);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && strcmp(argv[1], "pages") == 0)
         return print_pages(argv[2]);
+    if (argc > 1 && strcmp(argv[1], "fds") == 0)
+        return print_descriptors();
     char *volatile p = malloc(100);
     if (!p)
         return 1;

@@ -713,6 +713,41 @@ Test(malloc_errors, address_space_limit_fails_allocations, .timeout = 30)
     }
 }
 
+/* A process that only mallocs finds no descriptor it did not open: the
+ * collector's write tracking (a userfaultfd) waits for collection to turn
+ * on.  (Python's test_subprocess lists a child's descriptors and failed
+ * on the one lfgc had opened at the first malloc.) */
+Test(malloc_mode, no_descriptor_of_its_own, .timeout = 30)
+{
+    const char *top = getenv("top_builddir");
+    char prog[4096], lib[4096];
+    snprintf(prog, sizeof prog, "%s/tests/malloc_once", top ? top : ".");
+    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fd[1], 1);
+        close(fd[0]);
+        close(fd[1]);
+        setenv("LD_PRELOAD", lib, 1);
+        execl(prog, prog, "fds", (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    char out[8192] = "";
+    ssize_t n = 0, got;
+    while (n < (ssize_t)sizeof out - 1 && (got = read(fd[0], out + n, sizeof out - 1 - (size_t)n)) > 0)
+        n += got;
+    close(fd[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "malloc_once fds: status %#x", status);
+    cr_assert_null(strstr(out, "anon_inode:"), "descriptors of a malloc-only process:\n%s", out);
+    cr_assert_null(strstr(out, "/proc/"), "descriptors of a malloc-only process:\n%s", out);
+}
+
 /* Run tests/fork_cases CASE in a fresh process with liblfgc-malloc
  * preloaded; its exit status, and whether it printed "ok". */
 static int fork_case(const char *name, bool *said_ok)
