@@ -13,6 +13,7 @@
  * preloading this library do not load libstdc++.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -29,20 +30,33 @@ extern __thread struct thread_cache *LF_PRIVATE_TLS_CACHE(LF_PRIVATE_ABI)
     __attribute__((tls_model("initial-exec")));
 
 extern const uint64_t lfgc_private_layout;
+extern bool lfgc_private_heap_usable(void);
+
+static __attribute__((noreturn)) void stop(const char *msg, size_t len)
+{
+    ssize_t w = write(2, msg, len);
+    (void)w;
+    abort();
+}
 
 /* Before the program's constructors: a liblfgc.so.0 of another build
  * than this library's would have its thread cache laid out otherwise,
- * and free's fast path would write into the wrong fields. */
+ * and free's fast path would write into the wrong fields.  And a heap
+ * that could not be laid out (an address-space limit: liblfgc.so.0 said
+ * why) leaves free's fast path no map to read: every malloc would fail,
+ * and the first free of memory the loader allocated would fault. */
 __attribute__((constructor(101))) static void layout_check(void)
 {
-    if (lfgc_private_layout == LF_PRIVATE_LAYOUT)
-        return;
-    static const char msg[] = "lfgc-malloc: liblfgc-malloc.so and liblfgc.so.0 come from "
-                              "different builds of lfgc (their thread caches are laid out "
-                              "differently); aborting\n";
-    ssize_t w = write(2, msg, sizeof msg - 1);
-    (void)w;
-    abort();
+    static const char other_build[] =
+        "lfgc-malloc: liblfgc-malloc.so and liblfgc.so.0 come from different builds of "
+        "lfgc (their thread caches are laid out differently); aborting\n";
+    static const char no_heap[] =
+        "lfgc-malloc: lfgc has no heap in this process (see above): the program cannot "
+        "allocate through it; aborting\n";
+    if (lfgc_private_layout != LF_PRIVATE_LAYOUT)
+        stop(other_build, sizeof other_build - 1);
+    if (!lfgc_private_heap_usable())
+        stop(no_heap, sizeof no_heap - 1);
 }
 
 static inline __attribute__((always_inline)) void fast_free(void *p)
