@@ -160,6 +160,11 @@ static inline uint16_t untracked_bits(struct region *r, uint64_t addr)
     return span_at(r, (addr - r->start) >> CHUNK_SHIFT)->untracked_pages;
 }
 
+bool lf_dirty_page_unwritten(struct region *r, uint64_t addr)
+{
+    return (*wp_bits(r, addr) & page_bit(addr)) != 0;
+}
+
 /* Chunks that may carry protection bits: those handed out, and the one
  * after them, into which the last span's slots may reach. */
 static uint64_t chunks_to_check(const struct region *r)

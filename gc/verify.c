@@ -819,8 +819,10 @@ LFGC_EXPORT int lfgc_verify_heap(void)
 /* A minor collection's marks against a full trace                     */
 
 struct minor_check {
-    uint64_t *saved[NUM_CLASSES];       /* the minor collection's bits */
+    uint64_t *saved[NUM_CLASSES];       /* the minor collection's marks   */
+    uint64_t *missed[NUM_CLASSES];      /* reached by the full trace only */
     uint64_t words[NUM_CLASSES];
+    uint64_t reported;
 };
 
 static uint64_t bitmap_words(const struct region *r)
@@ -830,53 +832,83 @@ static uint64_t bitmap_words(const struct region *r)
     return (qb - r->q0 + 63) / 64;
 }
 
-/* Print an object that the minor collection marked and that holds a
- * pointer into [lo, lo + size): the edge it did not follow.  A walk of
- * the whole heap: for the first few misses only. */
-static void report_referrer(const struct minor_check *mc, uint64_t lo, uint64_t size)
+/* The base of the missed object w points into, or 0. */
+static uint64_t missed_target(const struct minor_check *mc, uint64_t w)
 {
+    uint64_t c = (w >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
+    if (c >= NUM_CLASSES || !mc->missed[c])
+        return 0;
+    const struct region *r = &lf_regions[c];
+    uint64_t q = (uint64_t)(((unsigned __int128)w * r->magic) >> 64);
+    if (q < r->q0 || q - r->q0 >= mc->words[c] * 64)
+        return 0;
+    uint64_t bit = q - r->q0;
+    return (mc->missed[c][bit / 64] >> (bit & 63)) & 1 ? q * r->size : 0;
+}
+
+static void report_miss(struct minor_check *mc, uint64_t target, const char *holder,
+                        uint64_t base, uint64_t len, uint64_t offset)
+{
+    if (++mc->reported > 8)
+        return;
     struct out o = { .n = 0 };
+    out_str(&o, "lfgc: verify minor: collection ");
+    out_num(&o, GC_gc_no + 1, 10);
+    out_str(&o, " left ");
+    out_num(&o, target, 16);
+    out_str(&o, " unmarked, held at offset ");
+    out_num(&o, offset, 10);
+    out_str(&o, " of ");
+    out_str(&o, holder);
+    out_char(&o, ' ');
+    out_num(&o, base, 16);
+    out_str(&o, " (");
+    out_num(&o, len, 10);
+    out_str(&o, " bytes)\n");
+    out_flush(&o);
+}
+
+/* The objects the minor collection marked and had to scan (young, aging
+ * or on a page written since the last collection: not an old object on
+ * an unwritten page, whose words are those the last collection saw) that
+ * hold a pointer to a missed object: each is an edge the minor collection
+ * failed to follow.  Uncollectable objects are left out: both traces
+ * scan them, the second after the collector's own frames may have been
+ * written into one (a coroutine stack that is a heap object).  Roots and
+ * stacks need no look: both traces scan them whole, with the same code. */
+static void find_unfollowed_edges(struct minor_check *mc)
+{
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
-        const struct region *r = &lf_regions[c];
+        struct region *r = &lf_regions[c];
         if (!mc->saved[c])
             continue;
         for (uint64_t i = 0; i < mc->words[c]; i++)
             for (uint64_t m = mc->saved[c][i]; m; m &= m - 1) {
                 uint64_t base = (r->q0 + i * 64 + (unsigned)__builtin_ctzll(m)) * r->size;
                 unsigned k = lf_chunk_map[chunk_entry(base)];
-                if (!k || lf_kinds[k - 1].ptrfree)
+                if (!k || lf_kinds[k - 1].ptrfree || lf_kinds[k - 1].uncollectable)
                     continue;
                 const struct span *sp = span_at(r, span_index_of(r, base));
                 uint64_t len = r->large ? sp->obj_bytes : r->size;
                 for (const uint64_t *w = (const uint64_t *)base; (uint64_t)(w + 1) <= base + len; w++) {
-                    if (*w < lo || *w >= lo + size)
-                        continue;
-                    out_str(&o, "lfgc: verify minor:   held by ");
-                    out_num(&o, base, 16);
-                    out_str(&o, " (");
-                    out_num(&o, len, 10);
-                    out_str(&o, " bytes, kind ");
-                    out_str(&o, kind_name(k - 1));
-                    out_str(&o, sp->old ? ", old" : sp->aging ? ", aging" : ", young");
-                    out_str(&o, ") at offset ");
-                    out_num(&o, (uint64_t)w - base, 10);
-                    out_char(&o, '\n');
-                    out_flush(&o);
-                    return;
+                    uint64_t t = missed_target(mc, *w);
+                    if (t && !(sp->old && lf_dirty_page_unwritten(r, (uint64_t)w)))
+                        report_miss(mc, t, kind_name(k - 1), base, len, (uint64_t)w - base);
                 }
             }
     }
-    out_str(&o, "lfgc: verify minor:   held by no object the minor collection marked\n");
-    out_flush(&o);
 }
 
 /* World stopped, after a minor collection's mark: trace again from
- * `mark_roots` into cleared bits, as a full collection would, and check
- * that everything it reaches was marked.  An object it reaches and the
- * minor mark did not would be freed while reachable: each is printed
- * (the first few with an object that holds it), then the process aborts.
- * Otherwise the marks are the minor collection's again, plus what the
- * full trace found (nothing new but what the minor one kept old). */
+ * `mark_roots` into cleared bits, as a full collection would, and look at
+ * what that trace reaches and the minor one left unmarked.  Such objects
+ * are normal in a conservative collector when only old objects on
+ * unwritten pages hold them: their words were there at the last
+ * collection, when the slot they name was free (a stale pointer, or an
+ * integer that looks like one), and the object there now is reachable
+ * only through them.  Held by anything the minor collection scanned, they
+ * would be freed while reachable: each such edge is printed and the
+ * process aborts.  The marks are then the union of both traces. */
 void lf_verify_minor_marks(void (*mark_roots)(void))
 {
     struct minor_check mc;
@@ -887,7 +919,8 @@ void lf_verify_minor_marks(void (*mark_roots)(void))
             continue;
         mc.words[c] = bitmap_words(r);
         mc.saved[c] = scratch_map(mc.words[c] * 64);
-        if (!mc.saved[c])
+        mc.missed[c] = scratch_map(mc.words[c] * 64);
+        if (!mc.saved[c] || !mc.missed[c])
             lf_assert_fail(__FILE__, __LINE__, "scratch memory for LFGC_VERIFY_MINOR");
         memcpy(mc.saved[c], r->mark_bits, mc.words[c] * 8);
     }
@@ -896,31 +929,16 @@ void lf_verify_minor_marks(void (*mark_roots)(void))
     lf_mark_begin(0);
     mark_roots();
     lf_mark_finish();
-    uint64_t missed = 0;
+    bool any = false;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
-        if (!mc.saved[c])
-            continue;
-        for (uint64_t i = 0; i < mc.words[c]; i++)
-            for (uint64_t m = r->mark_bits[i] & ~mc.saved[c][i]; m; m &= m - 1) {
-                uint64_t base = (r->q0 + i * 64 + (unsigned)__builtin_ctzll(m)) * r->size;
-                const struct span *sp = span_at(r, span_index_of(r, base));
-                if (++missed > 3)
-                    continue;
-                struct out o = { .n = 0 };
-                out_str(&o, "lfgc: verify minor: collection ");
-                out_num(&o, GC_gc_no + 1, 10);
-                out_str(&o, " left reachable ");
-                out_num(&o, base, 16);
-                out_str(&o, " (");
-                out_num(&o, r->large ? sp->obj_bytes : r->size, 10);
-                out_str(&o, sp->old ? " bytes, old span" : sp->aging ? " bytes, aging span" :
-                                                                      " bytes, young span");
-                out_str(&o, ") unmarked\n");
-                out_flush(&o);
-                report_referrer(&mc, base, r->size);
-            }
+        for (uint64_t i = 0; mc.saved[c] && i < mc.words[c]; i++) {
+            mc.missed[c][i] = r->mark_bits[i] & ~mc.saved[c][i];
+            any |= mc.missed[c][i] != 0;
+        }
     }
+    if (any)
+        find_unfollowed_edges(&mc);
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         if (!mc.saved[c])
@@ -928,7 +946,8 @@ void lf_verify_minor_marks(void (*mark_roots)(void))
         for (uint64_t i = 0; i < mc.words[c]; i++)
             r->mark_bits[i] |= mc.saved[c][i];
         scratch_unmap(mc.saved[c], mc.words[c] * 64);
+        scratch_unmap(mc.missed[c], mc.words[c] * 64);
     }
-    if (missed)
+    if (mc.reported)
         lf_assert_fail(__FILE__, __LINE__, "a minor collection left reachable objects unmarked");
 }
