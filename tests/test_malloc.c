@@ -669,6 +669,45 @@ Test(malloc_threads, fork_with_threads, .timeout = 60)
         pthread_join(th[i], NULL);
 }
 
+/* Run tests/HELPER [ARG] in a fresh process with liblfgc-malloc preloaded
+ * (and, if as_limit, that address-space limit); what it writes on
+ * descriptor `fd` (1 or 2) goes to out.  Returns its wait status. */
+static int run_preloaded(const char *helper, const char *arg, int fd, rlim_t as_limit,
+                         char *out, size_t len)
+{
+    const char *top = getenv("top_builddir");
+    char prog[4096], lib[4096];
+    snprintf(prog, sizeof prog, "%s/tests/%s", top ? top : ".", helper);
+    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
+    cr_assert_eq(access(lib, R_OK), 0, "%s not built", lib);
+    int pipe_fd[2];
+    cr_assert_eq(pipe(pipe_fd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(pipe_fd[1], fd);
+        close(pipe_fd[0]);
+        close(pipe_fd[1]);
+        if (as_limit) {
+            struct rlimit rl = {as_limit, as_limit};
+            setrlimit(RLIMIT_AS, &rl);
+        }
+        setenv("LD_PRELOAD", lib, 1);
+        execl(prog, prog, arg, (char *)NULL);
+        _exit(127);
+    }
+    close(pipe_fd[1]);
+    size_t n = 0;
+    ssize_t got;
+    while (n + 1 < len && (got = read(pipe_fd[0], out + n, len - 1 - n)) > 0)
+        n += (size_t)got;
+    out[n] = 0;
+    close(pipe_fd[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
 /* Under an address-space limit lfgc cannot reserve its regions (all of
  * them, or those after the first few): it says so, and liblfgc-malloc,
  * which can then neither allocate nor free (free's fast path reads a map
@@ -678,35 +717,11 @@ Test(malloc_threads, fork_with_threads, .timeout = 60)
  * loader had allocated, and faulted in free. */
 Test(malloc_errors, address_space_limit_fails_allocations, .timeout = 30)
 {
-    const char *top = getenv("top_builddir");
-    char prog[4096], lib[4096];
-    snprintf(prog, sizeof prog, "%s/tests/malloc_once", top ? top : ".");
-    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
-    cr_assert_eq(access(lib, R_OK), 0, "%s not built", lib);
     /* 4 GiB: no region; 1.77 TiB: the first regions but not all. */
     const rlim_t limits[] = {(rlim_t)4 << 30, (rlim_t)1900000000 << 10};
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
-        int fd[2];
-        cr_assert_eq(pipe(fd), 0);
-        pid_t pid = fork();
-        cr_assert_geq(pid, 0);
-        if (pid == 0) {
-            dup2(fd[1], 2);
-            struct rlimit rl = {limits[i], limits[i]};
-            setrlimit(RLIMIT_AS, &rl);
-            setenv("LD_PRELOAD", lib, 1);
-            execl(prog, prog, (char *)NULL);
-            _exit(127);
-        }
-        close(fd[1]);
-        char err[4096] = "";
-        ssize_t n = 0, got;
-        while (n < (ssize_t)sizeof err - 1 &&
-               (got = read(fd[0], err + n, sizeof err - 1 - (size_t)n)) > 0)
-            n += got;
-        close(fd[0]);
-        int status;
-        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        char err[4096];
+        int status = run_preloaded("malloc_once", NULL, 2, limits[i], err, sizeof err);
         cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
                   "limit %llu KiB: status %#x, not lfgc-malloc's abort\n%s",
                   (unsigned long long)(limits[i] >> 10), status, err);
@@ -725,63 +740,20 @@ Test(malloc_errors, address_space_limit_fails_allocations, .timeout = 30)
  * on the one lfgc had opened at the first malloc.) */
 Test(malloc_mode, no_descriptor_of_its_own, .timeout = 30)
 {
-    const char *top = getenv("top_builddir");
-    char prog[4096], lib[4096];
-    snprintf(prog, sizeof prog, "%s/tests/malloc_once", top ? top : ".");
-    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
-    int fd[2];
-    cr_assert_eq(pipe(fd), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        setenv("LD_PRELOAD", lib, 1);
-        execl(prog, prog, "fds", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    char out[8192] = "";
-    ssize_t n = 0, got;
-    while (n < (ssize_t)sizeof out - 1 && (got = read(fd[0], out + n, sizeof out - 1 - (size_t)n)) > 0)
-        n += got;
-    close(fd[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    char out[8192];
+    int status = run_preloaded("malloc_once", "fds", 1, 0, out, sizeof out);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "malloc_once fds: status %#x", status);
     cr_assert_null(strstr(out, "anon_inode:"), "descriptors of a malloc-only process:\n%s", out);
     cr_assert_null(strstr(out, "/proc/"), "descriptors of a malloc-only process:\n%s", out);
 }
 
-/* Run tests/fork_cases CASE in a fresh process with liblfgc-malloc
- * preloaded; its exit status, and whether it printed "ok". */
+/* Run tests/fork_cases CASE preloaded; its wait status, and whether it
+ * printed "ok". */
 static int fork_case(const char *name, bool *said_ok)
 {
-    const char *top = getenv("top_builddir");
-    char prog[4096], lib[4096];
-    snprintf(prog, sizeof prog, "%s/tests/fork_cases", top ? top : ".");
-    snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
-    cr_assert_eq(access(lib, R_OK), 0, "%s not built", lib);
-    int fd[2];
-    cr_assert_eq(pipe(fd), 0);
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0);
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        setenv("LD_PRELOAD", lib, 1);
-        execl(prog, prog, name, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    char buf[64] = "";
-    ssize_t n = 0, got;
-    while (n < (ssize_t)sizeof buf - 1 && (got = read(fd[0], buf + n, sizeof buf - 1 - (size_t)n)) > 0)
-        n += got;
-    close(fd[0]);
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid);
-    *said_ok = strcmp(buf, "ok\n") == 0;
+    char out[64];
+    int status = run_preloaded("fork_cases", name, 1, 0, out, sizeof out);
+    *said_ok = strcmp(out, "ok\n") == 0;
     return status;
 }
 
