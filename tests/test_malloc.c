@@ -1569,9 +1569,11 @@ Test(malloc_mode, malloc_code_is_grouped)
     cr_assert_gt(m[0].resident, 0);
     /* In the UBSan build (-O1, instrumented) a single page of the
      * collector's code was once found resident beyond the group, not the
-     * 16 a fault there maps: a few such pages are allowed there, where a
-     * broken grouping makes tens of them resident. */
-    size_t allowed = dlsym(RTLD_DEFAULT, "__ubsan_handle_type_mismatch_v1") ? 4 : 0;
+     * 16 a fault there maps, and 6 once in a make check whose other tests
+     * ran the collector's code meanwhile (the kernel maps the cached pages
+     * around a fault): a few such pages are allowed there, where a broken
+     * grouping makes tens of them resident. */
+    size_t allowed = dlsym(RTLD_DEFAULT, "__ubsan_handle_type_mismatch_v1") ? 8 : 0;
     cr_assert_leq(beyond, allowed, "%zu resident pages of liblfgc.so's code lie beyond the "
                   "malloc-mode group's last window, the first at +%#lx of the code (the group "
                   "ends at +%#lx)", beyond, first_beyond - m[0].lo,
