@@ -1115,10 +1115,6 @@ LF_MALLOC_TEXT uint64_t lf_owner_remote_count(unsigned c, bool (*free_slot)(void
     return n;
 }
 
-/* Free's path for malloc's small object p of another group's span, its
- * fast path having failed: onto that group's remote list, by way of the
- * thread's batch.  Anything else (not the base of an object in use of a
- * span of another group, a thread with no cache) goes to the full checks. */
 /* Whether the heap can be used at all: liblfgc-malloc asks at load (its
  * free's fast path reads the free map, which a failed layout never made). */
 LF_MALLOC_TEXT LFGC_EXPORT bool lfgc_private_heap_usable(void)
@@ -1126,6 +1122,10 @@ LF_MALLOC_TEXT LFGC_EXPORT bool lfgc_private_heap_usable(void)
     return lf_layout_ok;
 }
 
+/* Free's path for malloc's small object p of another group's span, its
+ * fast path having failed: onto that group's remote list, by way of the
+ * thread's batch.  Anything else (not the base of an object in use of a
+ * span of another group, a thread with no cache) goes to the full checks. */
 LF_MALLOC_TEXT LFGC_EXPORT void lfgc_private_free_slow(void *p)
 {
     if (unlikely(!lf_heap_initialized)) {
