@@ -114,22 +114,25 @@ LF_MALLOC_TEXT static bool precision_ok(const struct region *r, uint64_t addr)
     return lowfat_slot_number((void *)addr) == addr / r->size;
 }
 
+/* Reserve [want, want + len) exactly, never over a mapping already there:
+ * 0, or the errno of the refusal (EEXIST: something is mapped there). */
+LF_MALLOC_TEXT static int reserve_at(uint64_t want, uint64_t len)
+{
+    void *got = mmap((void *)want, len, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+    if (got == (void *)want)
+        return 0;
+    if (got == MAP_FAILED)
+        return errno;
+    munmap(got, len);               /* old kernel: the flag was a hint */
+    return EEXIST;
+}
+
 /* The whole heap's address range, reserved in one call when nothing is
  * in the way (one mapping instead of one per class: a preloaded process
  * starts faster); otherwise region by region, which says which one
  * cannot be had. */
 static LF_UNSCANNED bool heap_reserved;
-
-LF_MALLOC_TEXT static void reserve_heap(void)
-{
-    void *want = (void *)LOWFAT_HEAP_START;
-    uint64_t len = LOWFAT_HEAP_END - LOWFAT_HEAP_START;
-    void *got = mmap(want, len, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-    heap_reserved = got == want;
-    if (got != MAP_FAILED && got != want)   /* old kernel: the flag was a hint */
-        munmap(got, len);
-}
 
 LF_MALLOC_TEXT static bool reserve_region(unsigned c)
 {
@@ -137,15 +140,10 @@ LF_MALLOC_TEXT static bool reserve_region(unsigned c)
     if (heap_reserved)
         return true;
     void *want = (void *)r->start;
-    void *got = mmap(want, LOWFAT_REGION_SIZE, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE |
-                     MAP_FIXED_NOREPLACE, -1, 0);
-    if (got == want)
+    int err = reserve_at(r->start, LOWFAT_REGION_SIZE);
+    if (!err)
         return true;
-    int err = errno;
-    if (got != MAP_FAILED)           /* old kernel: the flag was a hint */
-        munmap(got, LOWFAT_REGION_SIZE);
-    if (got != MAP_FAILED || err == EEXIST)
+    if (err == EEXIST)
         fprintf(stderr,
                 "lfgc: cannot reserve region %u (objects of %llu bytes) at "
                 "[%p, %p): something is already mapped there.\n"
@@ -227,18 +225,14 @@ void lf_refused_abort(void)
 LF_MALLOC_TEXT static bool claim_heap(void)
 {
     void *want = (void *)(LOWFAT_HEAP_START - PAGE_SIZE);
-    void *got = mmap(want, PAGE_SIZE, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-    if (got == want) {
-        struct heap_owner *o = got;
+    if (reserve_at(LOWFAT_HEAP_START - PAGE_SIZE, PAGE_SIZE) == 0) {
+        struct heap_owner *o = want;
         memcpy(o->magic, owner_magic, sizeof owner_magic);
         const char *path = own_path();     /* the page is zeros: terminated */
         memcpy(o->path, path, strnlen(path, sizeof o->path - 1));
-        mprotect(got, PAGE_SIZE, PROT_READ);
+        mprotect(want, PAGE_SIZE, PROT_READ);
         return true;
     }
-    if (got != MAP_FAILED)           /* old kernel: the flag was a hint */
-        munmap(got, PAGE_SIZE);
     /* Read whatever is there without faulting on it. */
     struct heap_owner o;
     struct iovec local = { &o, sizeof o }, remote = { want, sizeof o };
@@ -275,7 +269,7 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
     fill_tables();
     if (!claim_heap())
         return false;
-    reserve_heap();
+    heap_reserved = reserve_at(LOWFAT_HEAP_START, LOWFAT_HEAP_END - LOWFAT_HEAP_START) == 0;
     for (unsigned c = 0; c < NUM_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         size_t idx = LOWFAT_FIRST_REGION + c;
