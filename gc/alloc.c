@@ -181,9 +181,41 @@ static bool span_unmarked(const struct region *r, uint64_t j)
     return !lf_bits_any(r->mark_bits, qa - r->q0, qb - r->q0);
 }
 
-LF_MALLOC_TEXT static void span_take(struct region *r, struct span *s, unsigned kind)
+/* Zero the slots of a span that held objects of another use before a kind
+ * that reads its objects takes it.  A span taken empty is linked a batch
+ * at a time (cache_refill), and until then its slots keep what they held;
+ * a stale word that points at one makes the marker read it as an object
+ * of the new kind: a leaf's integer taken for a gcj vtable pointer, or a
+ * mark procedure handed another kind's data.  A pooled span's pages are
+ * resident and zeroed whole; a released one kept only its partial pages
+ * at either end (lf_span_release). */
+LF_MALLOC_TEXT static void span_scrub(struct region *r, struct span *s, bool resident)
+{
+    uint64_t qa, qb;
+    lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
+    uint64_t first = qa * r->size, end = qb * r->size;
+    if (resident) {
+        memset((void *)first, 0, end - first);
+    } else {
+        uint64_t page_mask = ~(uint64_t)(PAGE_SIZE - 1);
+        uint64_t a = (first + PAGE_SIZE - 1) & page_mask, b = end & page_mask;
+        if (a > end)
+            a = end;
+        if (b < a)
+            b = a;
+        memset((void *)first, 0, a - first);
+        memset((void *)b, 0, end - b);
+    }
+    s->dirty = 0;
+}
+
+/* A span out of use becomes kind's (lock held); `resident`: it comes from
+ * the pool, its pages mapped with the data they held. */
+LF_MALLOC_TEXT static void span_take(struct region *r, struct span *s, unsigned kind, bool resident)
 {
     lf_assert(s->state == SPAN_UNUSED);
+    if (!r->large && s->dirty && kind_reads_objects(&lf_kinds[kind]))
+        span_scrub(r, s, resident);
     lf_assert(!lf_chunk_map[region_chunk_entry(r, span_chunk_index(r, s))]);
     lf_assert(span_unmarked(r, span_chunk_index(r, s)));
     s->next = NULL;
@@ -237,7 +269,7 @@ LF_MALLOC_TEXT static struct span *span_reuse(unsigned c, unsigned kind)
     struct span *s = list_take(r, &r->pool, kind);
     if (!s)
         return NULL;
-    span_take(r, s, kind);
+    span_take(r, s, kind, true);
     return s;
 }
 
@@ -312,7 +344,7 @@ LF_MALLOC_TEXT static struct span *span_grow(unsigned c, unsigned kind, uint64_t
     }
     lf_hs.heap_bytes += bytes;
     lf_heap_resized(lf_hs.heap_bytes);
-    span_take(r, s, kind);
+    span_take(r, s, kind, false);
     return s;
 }
 

@@ -551,6 +551,14 @@ static inline bool kind_precise(const struct kind *k)
 {
     return k->scan >= SCAN_BITMAP;
 }
+/* Does the marker read an object of this kind to learn what to scan in
+ * it (a descriptor in the object or in the record its first word points
+ * to, a mark procedure, a typed array's trailer)?  A slot of such a kind
+ * must never hold another kind's data, even before it is handed out. */
+static inline bool kind_reads_objects(const struct kind *k)
+{
+    return k->scan >= SCAN_PER_OBJECT;
+}
 /* The part of the object at base (len bytes, of kind k) that the marker
  * scans, as a length: 0 for none.  For a precise kind, the whole object
  * (the words it names lie in it): the marker itself goes through

@@ -382,6 +382,76 @@ Test(kinds, free_slot_of_per_object_kind_is_not_read)
     root = NULL;
 }
 
+/* A span that held pointer-free objects goes back to the pool and is
+ * taken by a kind whose objects the marker reads (a mark procedure here;
+ * gcj's vtable pointer, a per-object descriptor): a slot the new kind has
+ * not handed out yet, which a stale word points at, must not reach the
+ * procedure with the old object's data.  bdwgc's gctest died so: a gcj
+ * slot whose first word was a leaf's integer. */
+#define STALE_WORD ((GC_word)0x392)
+#define STALE_LEAVES (16 * 1024)
+static GC_hidden_pointer stale_leaf[STALE_LEAVES];
+static void *volatile stale_root;
+static volatile int stale_seen;
+
+static struct GC_ms_entry *stale_check_proc(GC_word *addr, struct GC_ms_entry *msp,
+                                            struct GC_ms_entry *lim, GC_word env)
+{
+    (void)lim;
+    (void)env;
+    if (addr[0] == STALE_WORD)
+        stale_seen++;
+    return msp;
+}
+
+static TU_NOINLINE void stale_leaves_make(void)
+{
+    for (size_t i = 0; i < STALE_LEAVES; i++) {
+        GC_word *w = GC_malloc_atomic(3 * sizeof(GC_word));
+        cr_assert_not_null(w);
+        w[0] = STALE_WORD;
+        w[1] = w[2] = 0;
+        stale_leaf[i] = tu_hide(w);
+    }
+}
+
+/* Allocate objects of kind k until one lands in a chunk that held leaves
+ * well past it; point stale_root at such a leaf's slot.  False if none
+ * did. */
+static TU_NOINLINE bool stale_root_set(int k)
+{
+    const uintptr_t chunk = 32 * KiB;
+    for (size_t n = 0; n < STALE_LEAVES; n++) {
+        uintptr_t p = (uintptr_t)GC_generic_malloc(3 * sizeof(GC_word), k);
+        cr_assert(p);
+        for (size_t i = 0; i < STALE_LEAVES; i++) {
+            uintptr_t q = (uintptr_t)GC_REVEAL_POINTER(stale_leaf[i]);
+            if (q / chunk == p / chunk && q > p + 8 * KiB) {
+                stale_root = (void *)q;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+Test(kinds, slot_not_handed_out_of_a_reused_span_is_not_read_as_its_new_kind)
+{
+    int k = (int)GC_new_kind(GC_new_free_list(), GC_MAKE_PROC(GC_new_proc(stale_check_proc), 0),
+                             0, 1);
+    stale_leaves_make();
+    tu_collect();
+    GC_disable();
+    bool set = stale_root_set(k);
+    GC_enable();
+    cr_assert(set, "setup: no span of the leaves was taken by the new kind");
+    stale_seen = 0;
+    tu_collect();
+    cr_assert_eq(stale_seen, 0, "a mark procedure was called on a slot never allocated, "
+                 "holding the data of the span's previous kind");
+    stale_root = NULL;
+}
+
 /* Into old holder h, fresh targets at byte offsets oa and ob. */
 static TU_NOINLINE void store_targets(size_t oa, size_t ob, GC_hidden_pointer *ha,
                                       GC_hidden_pointer *hb)
