@@ -1714,10 +1714,17 @@ static void kind_cache_mark(struct kind_cache *kc, unsigned kind)
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
         struct region *r = &lf_regions[c];
         for (void **p = kc->free[c]; p; p = link_decode(p[0])) {
-            bit_set(r->mark_bits, lowfat_slot_number(p) - r->q0);
+            uint64_t bit = lowfat_slot_number(p) - r->q0;
+            bit_set(r->mark_bits, bit);
             bytes += r->size;
+            struct span *s = span_at(r, span_index_of(r, (uintptr_t)p));
+            uint64_t *cached = lf_region_cached_bits(r, bit);
+            if (cached) {
+                bit_set(cached, bit);
+                s->cached = 1;
+            }
             /* The sweep counts a nursery span's marked slots as aging. */
-            if (span_at(r, span_index_of(r, (uintptr_t)p))->nursery)
+            if (s->nursery)
                 aging += r->size;
         }
     }

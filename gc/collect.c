@@ -227,6 +227,7 @@ static void phase_mark_roots(struct lf_cycle *cy)
 {
     lf_event(GC_EVENT_MARK_START);
     lf_policy_choose(cy);
+    lf_mark_clear_cached();
     if (cy->minor) {
         lf_mark_clear_aging();
     } else {

@@ -239,6 +239,10 @@ struct span {
      * one of its objects named (gcj vtables, per-object kinds, typed
      * arrays): every minor collection rescans such objects (mark.c). */
     uint8_t indirect_procs;
+    /* Some of its slots were on threads' lists at the last collection,
+     * which marked them (cached_bits say which): mark.c unmarks them at
+     * the next one. */
+    uint8_t cached;
     uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
 };
 
@@ -317,6 +321,15 @@ bool lf_region_map_metadata(struct region *r);
 #define MARK_HEAD_BITS 4096
 extern uint64_t lf_mark_heads[NUM_CLASSES][MARK_HEAD_BITS / 64];
 bool lf_region_cover_bits(struct region *r, uint64_t chunks);
+/* Per small class: the slots on threads' lists at the last collection, a
+ * bit per slot as in mark_bits.  The first MARK_HEAD_BITS of every class
+ * are side by side in lf_cached_heads, as the mark bits' are; a class
+ * whose cached slots lie further gets a bitmap of its own
+ * (lf_cached_bits[c], NULL until then).  lf_region_cached_bits gives the
+ * bitmap that holds bit `bit` (NULL: out of memory). */
+extern uint64_t lf_cached_heads[NUM_SMALL_CLASSES][MARK_HEAD_BITS / 64];
+extern uint64_t *lf_cached_bits[NUM_SMALL_CLASSES];
+uint64_t *lf_region_cached_bits(struct region *r, uint64_t bit);
 uint64_t lf_class_of_size(size_t bytes);              /* NUM_CLASSES if too big */
 static inline struct region *region_of(const void *p)
 {
@@ -920,6 +933,7 @@ void lf_mark_set(const void *p);                /* mark it alone           */
 void lf_mark_contents(const void *p, bool skip_self);   /* what it reaches */
 void lf_sweep_after_mark(bool generational);
 void lf_mark_clear_aging(void);
+void lf_mark_clear_cached(void);
 void *lf_sweep_slots(struct region *r, uint64_t *next, uint64_t end, size_t want,
                   bool clear, size_t *count);
 /* The same, linked as GC_generic_malloc_many hands lists out: plain

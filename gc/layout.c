@@ -353,6 +353,28 @@ LF_MALLOC_TEXT bool lf_region_map_metadata(struct region *r)
     return true;
 }
 
+/* The region's bitmap of slots cached at a collection, mapped at the first
+ * one that finds any (malloc's kinds never need it). */
+LF_UNSCANNED_BSS PAGE_ALIGNED uint64_t lf_cached_heads[NUM_SMALL_CLASSES][MARK_HEAD_BITS / 64];
+LF_UNSCANNED_BSS uint64_t *lf_cached_bits[NUM_SMALL_CLASSES];
+
+/* Collections only read and write these bits (world stopped). */
+uint64_t *lf_region_cached_bits(struct region *r, uint64_t bit)
+{
+    size_t c = (size_t)(r - lf_regions);
+    uint64_t *own = lf_cached_bits[c];
+    if (own)
+        return own;
+    if (bit < MARK_HEAD_BITS)
+        return lf_cached_heads[c];
+    own = map_noreserve(region_bitmap_bytes(r));
+    if (!own)
+        return NULL;
+    memcpy(own, lf_cached_heads[c], sizeof lf_cached_heads[c]);
+    lf_cached_bits[c] = own;
+    return own;
+}
+
 /* A region's mark bits start in its part of lf_mark_heads; before its
  * frontier passes `chunks`, they move to a bitmap of its own.  Only the
  * bits of spans below the frontier are ever read or written (the chunk

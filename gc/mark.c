@@ -1306,6 +1306,36 @@ void lf_mark_clear_aging(void)
     lf_hs.aging_spans = 0;
 }
 
+/* Before the marks of a collection are cleared or kept: the slots that
+ * were on threads' lists at the last collection were marked only to keep
+ * the sweep off them.  Objects allocated from them since are young, and a
+ * minor collection must trace them (and free them if dead) rather than
+ * take their marks for an old object's; the slots still on lists are
+ * marked again (lf_cache_mark). */
+void lf_mark_clear_cached(void)
+{
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        struct region *r = &lf_regions[c];
+        uint64_t *cached = lf_cached_bits[c] ? lf_cached_bits[c] : lf_cached_heads[c];
+        if (!r->mapped)
+            continue;
+        for (uint64_t j = 0; j < r->next_chunk; j++) {
+            struct span *s = span_at(r, j);
+            if (!s->cached)
+                continue;
+            s->cached = 0;
+            uint64_t qa, qb;
+            lf_span_slots(r, j, &qa, &qb);
+            /* Whole words: a neighbour's bits in a shared word are its
+             * cached slots too. */
+            for (uint64_t w = (qa - r->q0) >> 6; w <= (qb - 1 - r->q0) >> 6; w++) {
+                r->mark_bits[w] &= ~cached[w];
+                cached[w] = 0;
+            }
+        }
+    }
+}
+
 /* Uncollectable objects are roots: mark and scan every allocated one. */
 void lf_uncollectables_push(void)
 {

@@ -403,6 +403,59 @@ Test(gen, objects_allocated_from_a_list_kept_through_a_collection_are_traced)
     listed_root = NULL;
 }
 
+/* The same, in a span that is old by then: a full collection marks the
+ * slots on the thread's list (so that the sweep leaves them alone), and
+ * objects allocated from them afterwards are young all the same.  Those
+ * that die before the next minor collection must go with it, not wait for
+ * a full one as if they were old. */
+#define KEPT_BYTES 48
+#define KEPT_N 1000                         /* not a multiple of a batch */
+#define LIST_GARBAGE 8
+
+static void *volatile *kept_root;
+static GC_hidden_pointer list_garbage[LIST_GARBAGE];
+
+static TU_NOINLINE void keep_objects(void)
+{
+    void *volatile *root = GC_malloc(KEPT_N * sizeof(void *));
+    cr_assert_not_null(root);
+    for (size_t i = 0; i < KEPT_N; i++) {
+        root[i] = GC_malloc(KEPT_BYTES);
+        cr_assert_not_null(root[i]);
+    }
+    kept_root = root;
+}
+
+static TU_NOINLINE void garbage_from_the_list(void)
+{
+    for (size_t i = 0; i < LIST_GARBAGE; i++) {
+        char *g = GC_malloc(KEPT_BYTES);
+        cr_assert_not_null(g);
+        g[0] = 1;
+        list_garbage[i] = tu_hide(g);
+    }
+}
+
+Test(gen, dead_objects_from_a_list_kept_through_a_full_collection_go_at_a_minor_one)
+{
+    TU_NEED_MINOR();
+    keep_objects();                         /* the list keeps the batch's rest */
+    tu_collect();
+    tu_collect();                           /* the span is old */
+    garbage_from_the_list();
+    cr_assert(tu_collect_minor(), "expected a minor collection");
+    size_t live = 0;
+    for (size_t i = 0; i < LIST_GARBAGE; i++)
+        live += (size_t)tu_live(list_garbage[i]);
+    cr_assert_eq(live, 0, "%zu of %d dead young objects survived a minor collection",
+                 live, LIST_GARBAGE);
+    size_t intact = 0;
+    for (size_t i = 0; i < KEPT_N; i++)
+        intact += kept_root[i] != NULL && lfgc_is_live((void *)kept_root[i]);
+    cr_assert_eq(intact, KEPT_N, "kept objects lost");
+    kept_root = NULL;
+}
+
 /* Objects that survive a minor collection young are mostly a structure
  * the program is still building, and it writes them again at once.  A
  * minor collection leaves their pages unprotected, so those writes cost no
