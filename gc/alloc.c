@@ -1199,8 +1199,46 @@ LF_MALLOC_TEXT static void *link_fresh(struct region *r, uint64_t *next, uint64_
     return prev;
 }
 
+/* Up to `want` free slots of bitmap indices [*next, end) of a span,
+ * linked as the kind's lists are (or with plain pointers). */
+LF_MALLOC_TEXT static void *span_piece(struct region *r, uint64_t *next, uint64_t end,
+                                       unsigned kind, size_t want, bool plain, bool clear,
+                                       size_t *n)
+{
+    if (lf_kinds[kind].manual)
+        return link_fresh(r, next, end, want, n);
+    if (plain)
+        return lf_sweep_slots_plain(r, next, end, want, clear, n);
+    return lf_sweep_slots(r, next, end, want, clear, n);
+}
+
+/* Where the linking of a span taken empty starts.  Slots sit at multiples
+ * of their size from 32 KiB-aligned chunks, so the first objects of every
+ * class would lie at the same offsets in their pages and compete for the
+ * same few sets of the L1 cache (indexed by the offset in the page): a
+ * program whose hot objects are the first few of each class missed there
+ * on nearly every access (docs/performance.md, sed).  Each class starts at
+ * its own line of the page instead; the slots skipped are linked after
+ * the first piece. */
+#define COLOR_SIZE_MAX (PAGE_SIZE / 8)
+
+LF_MALLOC_TEXT static void cursor_color(const struct region *r, unsigned c,
+                                        struct sweep_cursor *cur)
+{
+    cur->head = 0;
+    if (r->size > COLOR_SIZE_MAX)
+        return;
+    uint64_t offset = (uint64_t)(c * 11 % 64) * 64;     /* a permutation of the lines */
+    uint64_t skip = (offset + r->size - 1) / r->size;
+    if (skip == 0 || skip >= cur->end - cur->next)
+        return;
+    cur->head = (uint32_t)skip;
+    cur->next += skip;
+}
+
 /* A thread's piece of the span it is sweeping (or linking, for a manual
- * kind). */
+ * kind): the next `want` slots, and the first piece of a span taken empty
+ * also the slots cursor_color skipped, at its end. */
 LF_MALLOC_TEXT static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned kind, size_t want,
                          bool plain, size_t *n)
 {
@@ -1208,11 +1246,27 @@ LF_MALLOC_TEXT static void *cursor_take(struct region *r, struct sweep_cursor *c
      * the cursor, never allocated, would pass for a leak (leak.c). */
     if (unlikely(GC_find_leak))
         want = SIZE_MAX;
-    if (lf_kinds[kind].manual)
-        return link_fresh(r, &cur->next, cur->end, want, n);
-    if (plain)
-        return lf_sweep_slots_plain(r, &cur->next, cur->end, want, cur->clear, n);
-    return lf_sweep_slots(r, &cur->next, cur->end, want, cur->clear, n);
+    uint64_t head = cur->head, head_lo = cur->next - head;
+    void **list = span_piece(r, &cur->next, cur->end, kind, want, plain, cur->clear, n);
+    if (likely(!head))
+        return list;
+    cur->head = 0;
+    size_t m;
+    void **rest = span_piece(r, &head_lo, head_lo + head, kind, SIZE_MAX, plain, cur->clear, &m);
+    if (!list) {
+        *n = m;
+        return rest;
+    }
+    void **tail = list;
+    for (;;) {
+        void **next = plain ? tail[0] : link_decode(tail[0]);
+        if (!next)
+            break;
+        tail = next;
+    }
+    tail[0] = plain ? (void *)rest : link_encode(rest);
+    *n += m;
+    return list;
 }
 
 /* Bounds of a thread's list, in batches (cache_trim). */
@@ -1401,6 +1455,10 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
         cur->end = qb - r->q0;
         cur->clear = lf_kinds[kind].clear && (!fresh || s->dirty);
         cur->fresh = fresh;
+        if (fresh)
+            cursor_color(r, c, cur);
+        else
+            cur->head = 0;
         s->dirty = 0;
         unlock();
     }

@@ -599,6 +599,9 @@ struct sweep_cursor {
     uint64_t next, end;     /* bitmap indices still to sweep               */
     bool clear;             /* zero dead slots                             */
     bool fresh;             /* the span was taken empty                    */
+    uint32_t head;          /* slots just below `next`, the span's first,
+                               to link after the first piece (alloc.c:
+                               cursor_color)                                */
 };
 
 /* Owner groups of malloc's plain small spans.  Every thread belongs to

@@ -165,13 +165,23 @@ Test(static_link, warn_is_libc)
 
 static void *volatile first_keep;
 
-/* Pointer-free: scanned kinds never get a region's first chunk (it
- * starts at a multiple of 4 GiB), pointer-free ones do. */
+/* An object of class c, its region's first slot if that is free.
+ * Pointer-free: scanned kinds never get a region's first chunk (it starts
+ * at a multiple of 4 GiB), pointer-free ones do.  The linking of a span
+ * taken empty starts a few lines into the page (a line per class) and
+ * comes back for the slots it skipped, so the allocations go on until one
+ * lands there (the others are garbage). */
 static TU_NOINLINE GC_hidden_pointer first_alloc(unsigned c)
 {
     size_t n = tu_class_sizes[c] - 1;
-    uint64_t *p = GC_malloc_atomic(n);
-    cr_assert_not_null(p, "GC_malloc(%zu)", n);
+    const struct region *r = &lf_regions[c];
+    uint64_t *p = NULL;
+    for (int i = 0; i < 1024; i++) {
+        p = GC_malloc_atomic(n);
+        cr_assert_not_null(p, "GC_malloc(%zu)", n);
+        if ((uintptr_t)p == r->q0 * r->size)
+            break;
+    }
     for (size_t j = 0; j < n / 8; j++)
         p[j] = tu_pattern(c, j);
     return tu_hide(p);
@@ -276,6 +286,29 @@ Test(static_link, first_objects_of_each_class_reclaimed)
     for (int i = 0; i < N_SETTINGS; i++)
         cr_assert(first[set_cls[i]], "class %u's object is not its region's first slot: "
                   "setting %d checks nothing", set_cls[i], i);
+}
+
+/* The first objects of the small classes, each from a span taken empty,
+ * start on different cache lines of their pages: slots sit at multiples
+ * of their size from chunk starts, and a span linked from its first slot
+ * put the first objects of every class on the same few lines, which share
+ * the few sets of an L1 cache indexed by the offset in the page. */
+Test(static_link, first_objects_of_the_classes_spread_over_the_lines_of_a_page)
+{
+    GC_INIT();
+    bool line_used[64] = {false};
+    unsigned classes = 0, lines = 0;
+    for (unsigned c = 0; c < TU_NUM_SMALL_CLASSES && tu_class_sizes[c] <= 512; c++) {
+        uintptr_t p = (uintptr_t)GC_malloc_atomic(tu_class_sizes[c] - 1);
+        cr_assert(p);
+        unsigned line = (unsigned)(p & 4095) / 64;
+        lines += !line_used[line];
+        line_used[line] = true;
+        classes++;
+    }
+    cr_assert_geq(classes, 16);
+    cr_assert_geq(lines, classes * 3 / 4, "the first objects of %u classes lie on %u "
+                  "lines of their pages", classes, lines);
 }
 
 /* bdwgc's plausible-heap bounds are exported data, which a program's own
