@@ -1257,13 +1257,10 @@ LF_MALLOC_TEXT static void *cursor_take(struct region *r, struct sweep_cursor *c
         *n = m;
         return rest;
     }
-    void **tail = list;
-    for (;;) {
-        void **next = plain ? tail[0] : link_decode(tail[0]);
-        if (!next)
-            break;
-        tail = next;
-    }
+    /* Nothing in a span taken empty is marked: the piece is the *n slots
+     * before the cursor, the last one its tail. */
+    void **tail = (void **)((cur->next - 1 + r->q0) * r->size);
+    lf_assert(!(plain ? tail[0] : link_decode(tail[0])));
     tail[0] = plain ? (void *)rest : link_encode(rest);
     *n += m;
     return list;
