@@ -80,7 +80,7 @@ static LF_UNSCANNED_DATA struct {
     size_t queued_now;          /* queued by the current collection, from len - queued_now */
     uint64_t queued_bytes;      /* their bytes                               */
     uint64_t queued_ptrfree;    /* of which in pointer-free kinds            */
-    size_t registered_since_gc; /* new registrations since the last collection */
+    size_t entries_at_gc;       /* fins.n when the last collection ended     */
     uint64_t bytes_per_finalizer;   /* GC_set_allocd_bytes_per_finalizer     */
     /* Figures of the last collection, printed with GC_PRINT_STATS. */
     size_t cleared[2];
@@ -385,7 +385,6 @@ static void register_finalizer(void *obj, GC_finalization_proc fn, void *cd,
     t->col[F_FN][i] = (uintptr_t)fn;
     t->col[F_CD][i] = (uintptr_t)cd;
     t->col[F_MODE][i] = mode;
-    fz.registered_since_gc++;
     if (ofn)
         *ofn = NULL;
     if (ocd)
@@ -997,7 +996,6 @@ void lf_finalize_after_mark(void)
 {
     fz.queued_now = 0;
     fz.queued_bytes = fz.queued_ptrfree = 0;
-    fz.registered_since_gc = 0;
     fz.dropped_links = 0;
     fz.cleared[0] = fz.cleared[1] = 0;
     /* Weak toggle references to dead objects go first, as short links. */
@@ -1039,6 +1037,7 @@ void lf_finalize_after_restart(void)
         lf_policy_discount(fz.queued_bytes - fz.queued_ptrfree, fz.queued_ptrfree, false);
     }
     table_tidy(&fz.fins);
+    fz.entries_at_gc = fz.fins.n;
     table_tidy(&fz.links[0]);
     table_tidy(&fz.links[1]);
     queue_tidy();
@@ -1056,10 +1055,13 @@ void lf_finalize_after_restart(void)
 }
 
 /* For the policy.  What a collection queued was dead: it counts as
- * allocated since.  And while finalizable objects are made faster than
- * one per bytes_per_finalizer allocated (and some were finalized last
- * time), the heap should not grow before a collection: as in bdwgc, a
- * program that finalizes most of what it allocates keeps a small heap. */
+ * allocated since.  And while the table of finalizable objects grows by
+ * more than one per bytes_per_finalizer allocated (and some were
+ * finalized last time), the heap should not grow before a collection: as
+ * in bdwgc, a program that finalizes most of what it allocates keeps a
+ * small heap.  The growth is net, as bdwgc's: Guile re-registers an object
+ * each time its finalizer runs, after every collection, and counting
+ * registrations made every span past the heap's size a collection. */
 uint64_t lf_finalize_queued_bytes(void)
 {
     return fz.queued_bytes;
@@ -1067,8 +1069,8 @@ uint64_t lf_finalize_queued_bytes(void)
 
 bool lf_finalize_wants_collection(uint64_t allocd)
 {
-    return fz.registered_since_gc && fz.queued_bytes && fz.bytes_per_finalizer &&
-           fz.registered_since_gc * fz.bytes_per_finalizer > allocd;
+    return fz.fins.n > fz.entries_at_gc && fz.queued_bytes && fz.bytes_per_finalizer &&
+           (fz.fins.n - fz.entries_at_gc) * fz.bytes_per_finalizer > allocd;
 }
 
 LFGC_EXPORT void GC_set_allocd_bytes_per_finalizer(GC_word bytes)

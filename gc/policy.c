@@ -208,16 +208,20 @@ static uint64_t thread_widening(uint64_t threshold)
     return extra < cap ? extra : cap;
 }
 
+/* Bytes allocated since the last collection, less those freed. */
+static uint64_t allocd_net(void)
+{
+    uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
+    return since > lf_hs.freed_since_gc ? since - lf_hs.freed_since_gc : 0;
+}
+
 /* Whether the allocation since the last collection has reached
  * `tenths` tenths of what the rule asks for. */
 static bool collection_due(uint64_t tenths)
 {
     if (GC_dont_gc || lf_auto_collect_off || lf_collect_in_progress())
         return false;
-    uint64_t since = AO_load((volatile AO_t *)&lf_hs.allocd_since_gc);
-    uint64_t allocd = since > lf_hs.freed_since_gc ? since - lf_hs.freed_since_gc : 0;
-    if (lf_finalize_wants_collection(allocd))
-        return true;
+    uint64_t allocd = allocd_net();
     /* Objects the last collection queued for finalization count as
      * allocated again, on top of lf_policy_discount leaving them out of
      * the live estimate: deliberate extra pressure, since they are garbage
@@ -342,6 +346,10 @@ enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections
         return COLLECT_NONE;
     }
     if (collections == 0 && (GC_dont_expand ? !no_collection : lf_should_collect()))
+        return COLLECT_ALLOCATION;
+    /* Only where the heap would grow, as in bdwgc. */
+    if (collections == 0 && !no_collection && !lf_collect_in_progress() &&
+        lf_finalize_wants_collection(allocd_net()))
         return COLLECT_ALLOCATION;
     /* Promoted garbage must not make the heap grow: a full collection
      * first, when minor ones promoted enough to make it worth its cost. */

@@ -1132,6 +1132,77 @@ Test(fin, finalizing_everything_keeps_the_heap_small, .timeout = 120)
     cr_assert_leq(grown, MiB / 2, "the heap grew by %zu bytes more", grown);
 }
 
+/* An object whose finalizer registers it again, run on demand: Guile's
+ * after-collection callbacks, queued by every collection and registered
+ * again by the next finalizer run.  The rule that collects rather than
+ * grow the heap while finalizable objects are made faster than one per
+ * GC_get_allocd_bytes_per_finalizer bytes counts the table's net growth,
+ * as bdwgc's does: counted as a registration each time, this one object
+ * made a collection of every span the heap grew by.  A child builds a
+ * list and counts its collections, with and without such an object. */
+static volatile int rearm_due;
+static void rearm_notifier(void) { rearm_due = 1; }
+static void rearm(void *obj, void *cd)
+{
+    (void)cd;
+    GC_REGISTER_FINALIZER_NO_ORDER(obj, rearm, NULL, NULL, NULL);
+}
+
+static TU_NOINLINE void rearmed_object(void)
+{
+    void **cb = GC_MALLOC_ATOMIC(sizeof(void *));
+    cr_assert_not_null(cb);
+    GC_REGISTER_FINALIZER_NO_ORDER(cb, rearm, NULL, NULL, NULL);
+}
+
+static long collections_building_a_list(bool rearmed)
+{
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        GC_set_finalize_on_demand(1);
+        GC_set_finalizer_notifier(rearm_notifier);
+        if (rearmed)
+            rearmed_object();
+        tu_collect();
+        GC_word gc0 = GC_get_gc_no();
+        void **list = NULL;
+        for (long i = 0; i < 1000000; i++) {
+            void **p = GC_MALLOC(2 * sizeof(void *));
+            p[0] = list;
+            list = p;
+            if (rearm_due) {
+                rearm_due = 0;
+                GC_invoke_finalizers();
+            }
+        }
+        long n = list ? (long)(GC_get_gc_no() - gc0) : -1;
+        if (write(fd[1], &n, sizeof n) != sizeof n)
+            _exit(2);
+        _exit(0);
+    }
+    close(fd[1]);
+    long n = -1;
+    cr_assert_eq(read(fd[0], &n, sizeof n), (ssize_t)sizeof n);
+    close(fd[0]);
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return n;
+}
+
+Test(fin, an_object_registered_again_by_its_finalizer_causes_no_collections)
+{
+    long plain = collections_building_a_list(false);
+    long rearmed = collections_building_a_list(true);
+    cr_log_info("collections: %ld without the object, %ld with it", plain, rearmed);
+    cr_assert_geq(plain, 1);
+    cr_assert_leq(rearmed, plain + 2, "%ld collections with an object its finalizer "
+                  "registers again, %ld without", rearmed, plain);
+}
+
 /* ------------------------------------------------------------------ */
 /* Disclaim procedures and finalized allocation (gc_disclaim.h)         */
 
