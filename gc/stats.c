@@ -123,10 +123,12 @@ uint64_t lf_unmapped_bytes(void)
 
 LFGC_EXPORT size_t GC_get_heap_size(void)
 {
-    /* As bdwgc: the expanded size, less what was given back to the OS. */
+    /* As bdwgc: the expanded size, less what was given back to the OS, in
+     * whole pages as bdwgc's blocks (the policy's steps are not). */
     uint64_t target = load(&lf_hs.heap_target), unmapped = lf_unmapped_bytes();
     uint64_t heap = load(&lf_hs.heap_bytes);
     uint64_t expanded = target > unmapped ? target - unmapped : 0;
+    expanded = (expanded + PAGE_SIZE - 1) & ~(uint64_t)(PAGE_SIZE - 1);
     return heap > expanded ? heap : expanded;
 }
 

@@ -616,6 +616,8 @@ Test(policy, heap_and_unmapped_bytes_stay_within_the_expanded_size, .timeout = 6
         size_t total = GC_get_heap_size() + GC_get_unmapped_bytes();
         if (total > most)
             most = total;
+        /* In whole pages, as bdwgc's (programs print it). */
+        cr_assert_eq(GC_get_heap_size() % 4096, 0, "heap size %zu", GC_get_heap_size());
     }
     GC_gcollect();
     size_t total = GC_get_heap_size() + GC_get_unmapped_bytes();
