@@ -103,6 +103,12 @@ static LF_UNSCANNED_BSS struct mark_state {
     size_t stack_limit;         /* words a stack may grow to                */
     volatile AO_t overflowed;   /* a stack dropped entries: the heap is
                                    rescanned for marked objects             */
+    /* Ranges a full stack dropped, pushed again by the recovery: not all
+     * are part of a marked object, which its rescan would find (roots,
+     * the contents disclaim and finalization push, GC_push_all's).  Words
+     * as on a stack (hi, then lo with its tags); under work_lock. */
+    uintptr_t *dropped;
+    size_t dropped_n, dropped_cap;
 
     /* Sharing work, under work_lock */
     pthread_mutex_t work_lock;
@@ -180,6 +186,38 @@ static bool stack_grow(struct marker *m)
     return true;
 }
 
+/* Keep the ranges among the stack entries w[0, n) that are dropped: an
+ * object's base needs nothing (it is marked, and the recovery rescans
+ * marked objects).  Out of memory here, the mark cannot be completed. */
+static __attribute__((cold)) void keep_dropped_locked(const uintptr_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (i + 1 == n || !(w[i + 1] & RANGE_TAG))
+            continue;                       /* an object */
+        if (marking.dropped_n + 2 > marking.dropped_cap) {
+            size_t cap = marking.dropped_cap, ncap = cap ? 2 * cap : 4096;
+            void *p = cap ? mremap(marking.dropped, cap * sizeof(uintptr_t),
+                                   ncap * sizeof(uintptr_t), MREMAP_MAYMOVE)
+                          : mmap(NULL, ncap * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
+                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED)
+                lf_abort("lfgc: out of memory for the ranges the full mark stack dropped");
+            marking.dropped = p;
+            marking.dropped_cap = ncap;
+        }
+        marking.dropped[marking.dropped_n++] = w[i];
+        marking.dropped[marking.dropped_n++] = w[i + 1];
+        i++;
+    }
+}
+
+static __attribute__((cold)) void keep_dropped(const uintptr_t *w, size_t n)
+{
+    pthread_mutex_lock(&marking.work_lock);
+    keep_dropped_locked(w, n);
+    pthread_mutex_unlock(&marking.work_lock);
+}
+
 /* The stack has no room for `words` more: grow it, or drop the entry
  * (an object's base, or the range [lo, hi)) and remember to recover. */
 static uintptr_t *__attribute__((noinline))
@@ -188,11 +226,15 @@ push_slow(struct marker *m, uintptr_t *top, uintptr_t lo, uintptr_t hi, size_t w
     m->top = top;
     while ((size_t)(m->end - m->top) < words) {
         if (!stack_grow(m)) {
+            if (words == 2) {
+                uintptr_t range[2] = {hi, lo | RANGE_TAG};
+                keep_dropped(range, 2);
+            }
             if (AO_compare_and_swap_full(&marking.overflowed, 0, 1))
                 AO_fetch_and_add1((volatile AO_t *)&lf_hs.mark_overflows);
-            return m->top;           /* marked, not scanned: recovered later
-                                      * (an earlier growth may have moved
-                                      * the stack) */
+            return m->top;           /* an object: marked, not scanned;
+                                      * recovered later (an earlier growth
+                                      * may have moved the stack) */
         }
     }
     top = m->top;
@@ -818,7 +860,9 @@ static void mark_until_done(struct marker *m)
             /* Cannot take it all: drop the rest (whole entries) and fall
              * into overflow mode. */
             AO_store_full(&marking.overflowed, 1);
+            size_t all = n;
             n = whole_entries(p->w, (size_t)(m->end - m->top), n);
+            keep_dropped_locked(p->w + n, all - n);
         }
         memcpy(m->top, p->w, n * sizeof(uintptr_t));
         m->top += n;
@@ -1360,6 +1404,25 @@ void lf_uncollectables_push(void)
     }
 }
 
+/* The ranges the stacks dropped, pushed again and scanned (by marker 0:
+ * the recovery's).  Those dropped meanwhile are kept for the next pass. */
+static __attribute__((cold)) void push_dropped(void)
+{
+    struct marker *m = &marking.markers[0];
+    pthread_mutex_lock(&marking.work_lock);
+    uintptr_t *w = marking.dropped;
+    size_t n = marking.dropped_n, cap = marking.dropped_cap;
+    marking.dropped = NULL;
+    marking.dropped_n = marking.dropped_cap = 0;
+    pthread_mutex_unlock(&marking.work_lock);
+    for (size_t i = 0; i < n; i += 2) {
+        m->top = push_range(m, m->top, w[i + 1] & ~RANGE_TAG, w[i]);
+        drain(m);
+    }
+    if (w)
+        munmap(w, cap * sizeof(uintptr_t));
+}
+
 /* After an overflow some marked objects were never scanned.  Scan every
  * marked object of a scanned kind again; repeat until a pass completes
  * without overflowing.  Each pass marks more, so this terminates.  Runs
@@ -1370,6 +1433,7 @@ static void mark_recover_overflow(void)
     marking.parallel_now = false;
     marking.recovering = true;
     while (AO_compare_and_swap_full(&marking.overflowed, 1, 0)) {
+        push_dropped();
         for_each_span_in_use(it) {
             struct region *r = it.r;
             struct span *s = it.s;
