@@ -2,13 +2,18 @@
  * calls the GC_DEBUG macros become): overwrites past an object's end are
  * found and reported.
  *
- * A debugging object is allocated 9 bytes longer than asked for, in a
- * debugging twin of its kind (the same scanning, objects always cleared).
- * The slot's last word holds the requested size, tagged (high bits no
- * address has, so it retains nothing), and the bytes between the object's
- * end and that word a fixed pattern:
+ * A debugging object is allocated 9 bytes longer than asked for, rounded
+ * up to a word, in a debugging twin of its kind (the same scanning,
+ * objects always cleared).  The slot's last word holds the requested
+ * size, tagged (high bits no address has, so it retains nothing), and the
+ * bytes between the object's end, rounded up to a word, and that word a
+ * fixed pattern:
  *
- *     [0, n) the object | [n, size - 8) 0xa5 ... | size ^ tag
+ *     [0, n) the object | [n, g) zero | [g, size - 8) 0xa5 ... | size ^ tag
+ *
+ * with g = n rounded up to 8.  As in bdwgc, whose guard starts at the next
+ * word too, the bytes up to g are the program's: bdwgc's gctest fills
+ * its objects in 4-byte ints up to 3 bytes past the size it asked for.
  *
  * A write past the end changes the pattern or the size word.  Each
  * collection checks the live objects of the twin kinds once marking is
@@ -53,9 +58,15 @@ static int twin_kind(unsigned base)
     return lf_kind_twin(base, &twin[base], lf_kinds[base].uncollectable, twin_made);
 }
 
+/* Where the guard of an object of n requested bytes starts. */
+static size_t guard_start(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
 static void guard_write(char *p, size_t n, size_t size)
 {
-    memset(p + n, GUARD_BYTE, size - 8 - n);
+    memset(p + guard_start(n), GUARD_BYTE, size - 8 - guard_start(n));
     uint64_t w = SIZE_TAG | n;
     memcpy(p + size - 8, &w, 8);
 }
@@ -75,9 +86,9 @@ static ptrdiff_t guard_damage(const char *p, size_t size, size_t *requested)
     }
     size_t n = (size_t)(w & ~SIZE_TAG_MASK);
     *requested = n;
-    if (n + GUARD_EXTRA > size)
+    if (guard_start(n) + GUARD_EXTRA > size)
         return (ptrdiff_t)(size - 8);
-    for (size_t i = n; i < size - 8; i++)
+    for (size_t i = guard_start(n); i < size - 8; i++)
         if ((unsigned char)p[i] != GUARD_BYTE)
             return (ptrdiff_t)i;
     return -1;
@@ -85,13 +96,13 @@ static ptrdiff_t guard_damage(const char *p, size_t size, size_t *requested)
 
 static void *debug_alloc(size_t n, unsigned base)
 {
-    if (n > SIZE_MAX - GUARD_EXTRA || n >= ~SIZE_TAG_MASK)
+    if (n > SIZE_MAX - GUARD_EXTRA - 7 || n >= ~SIZE_TAG_MASK)
         return lf_oom(n);
     lf_ensure_init();
     int k = twin_kind(base);
     if (k < 0)
         return lf_alloc_kind(n, base);      /* no room for more kinds */
-    char *p = lf_alloc_kind(n + GUARD_EXTRA, (unsigned)k);
+    char *p = lf_alloc_kind(guard_start(n) + GUARD_EXTRA, (unsigned)k);
     if (p)
         guard_write(p, n, GC_size(p));
     return p;
@@ -194,7 +205,7 @@ static void debug_after_restart(void)
                      (unsigned long long)s->requested);
         w = write(2, line, (size_t)n);
         /* Reported once: the guard is made whole again. */
-        if (s->requested + GUARD_EXTRA <= s->size)
+        if (guard_start(s->requested) + GUARD_EXTRA <= s->size)
             guard_write(s->base, s->requested, s->size);
     }
     (void)w;
