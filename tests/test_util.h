@@ -288,9 +288,14 @@ static TU_NOINLINE void tu_warm_up_alloc(void)
     for (unsigned c = 0; c < TU_NUM_CLASSES; c++) {
         if (!tu_warm_limit[c] || !tu_class_exists(c))
             continue;
+        /* A span taken empty hands out its first page from a line that
+         * depends on the class, then the slots before it, then the pages
+         * in order: once an allocation lands in the page past the last
+         * one hit, every slot up to it has been handed out. */
+        uintptr_t past = (tu_warm_limit[c] + 4095) & ~(uintptr_t)4095;
         for (int i = 0; i < 1000000; i++) {
             char *p = GC_malloc_atomic(tu_class_sizes[c] - 1);
-            if (!p || (uintptr_t)p >= tu_warm_limit[c])
+            if (!p || (uintptr_t)p >= past)
                 break;
         }
     }
