@@ -1247,6 +1247,15 @@ LF_MALLOC_TEXT static void *cursor_take(struct region *r, struct sweep_cursor *c
     if (unlikely(GC_find_leak))
         want = SIZE_MAX;
     uint64_t head = cur->head, head_lo = cur->next - head;
+    if (head) {
+        /* The first piece ends with the page it starts in, so that with
+         * the skipped slots it makes the page a piece from the span's
+         * start would have made (no page more resident per class). */
+        uint64_t at = (cur->next + r->q0) * r->size;
+        uint64_t fit = (((at | (PAGE_SIZE - 1)) + 1) - at) / r->size;
+        if (fit && fit < want)
+            want = fit;
+    }
     void **list = span_piece(r, &cur->next, cur->end, kind, want, plain, cur->clear, n);
     if (likely(!head))
         return list;
