@@ -194,17 +194,9 @@ static __attribute__((cold)) void keep_dropped_locked(const uintptr_t *w, size_t
     for (size_t i = 0; i < n; i++) {
         if (i + 1 == n || !(w[i + 1] & RANGE_TAG))
             continue;                       /* an object */
-        if (marking.dropped_n + 2 > marking.dropped_cap) {
-            size_t cap = marking.dropped_cap, ncap = cap ? 2 * cap : 4096;
-            void *p = cap ? mremap(marking.dropped, cap * sizeof(uintptr_t),
-                                   ncap * sizeof(uintptr_t), MREMAP_MAYMOVE)
-                          : mmap(NULL, ncap * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
-                                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p == MAP_FAILED)
-                lf_abort("lfgc: out of memory for the ranges the full mark stack dropped");
-            marking.dropped = p;
-            marking.dropped_cap = ncap;
-        }
+        if (!lf_array_reserve((void **)&marking.dropped, &marking.dropped_cap,
+                              marking.dropped_n + 1, sizeof(uintptr_t), 4096))
+            lf_abort("lfgc: out of memory for the ranges the full mark stack dropped");
         marking.dropped[marking.dropped_n++] = w[i];
         marking.dropped[marking.dropped_n++] = w[i + 1];
         i++;
