@@ -303,6 +303,18 @@ static int global_object[8];
 enum bad { BAD_INTERIOR, BAD_STACK, BAD_GLOBAL, BAD_FOREIGN, BAD_DOUBLE, BAD_DOUBLE_LARGE,
            BAD_GC_OBJECT };
 
+/* What a child writes on fd until it closes it, as a string in out (len
+ * bytes at most, the NUL included); fd is closed. */
+static void read_all(int fd, char *out, size_t len)
+{
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < len && (n = read(fd, out + got, len - 1 - got)) > 0)
+        got += (size_t)n;
+    out[got] = 0;
+    close(fd);
+}
+
 /* Free (or realloc, or ask the size of) a bad pointer in a child;
  * return its stderr and how it ended, and the pointer in *pp. */
 static void run_bad(enum bad what, int call, const char *mode, char *out, size_t outlen,
@@ -362,14 +374,9 @@ static void run_bad(enum bad what, int call, const char *mode, char *out, size_t
     }
     close(fd[1]);
     close(pp_fd[1]);
-    size_t got = 0;
-    ssize_t n;
-    while (got + 1 < outlen && (n = read(fd[0], out + got, outlen - 1 - got)) > 0)
-        got += (size_t)n;
-    out[got] = 0;
-    close(fd[0]);
-    *pp = NULL;
-    n = read(pp_fd[0], pp, sizeof *pp);
+    read_all(fd[0], out, outlen);
+    if (read(pp_fd[0], pp, sizeof *pp) != (ssize_t)sizeof *pp)
+        *pp = NULL;
     close(pp_fd[0]);
     cr_assert_eq(waitpid(pid, status, 0), pid);
 }
@@ -697,12 +704,7 @@ static int run_preloaded(const char *helper, const char *arg, int fd, rlim_t as_
         _exit(127);
     }
     close(pipe_fd[1]);
-    size_t n = 0;
-    ssize_t got;
-    while (n + 1 < len && (got = read(pipe_fd[0], out + n, len - 1 - n)) > 0)
-        n += (size_t)got;
-    out[n] = 0;
-    close(pipe_fd[0]);
+    read_all(pipe_fd[0], out, len);
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid);
     return status;
