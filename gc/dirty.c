@@ -203,15 +203,16 @@ static LF_UNSCANNED_DATA int pagemap = -1;
 static LF_UNSCANNED dev_t pagemap_dev;
 static LF_UNSCANNED ino_t pagemap_ino;
 
-static bool pagemap_is_ours(void)
+LF_MALLOC_TEXT static bool pagemap_is_ours(void)
 {
     struct stat st;
     return pagemap >= 0 && fstat(pagemap, &st) == 0 && st.st_dev == pagemap_dev &&
            st.st_ino == pagemap_ino;
 }
 
-/* Forget the descriptor, closing it only if it is still ours. */
-static void pagemap_drop(void)
+/* Forget the descriptor, closing it only if it is still ours.  Run in a
+ * forked child (lf_dirty_after_fork), so with the malloc-mode code. */
+LF_MALLOC_TEXT static void pagemap_drop(void)
 {
     if (pagemap_is_ours())
         close(pagemap);
