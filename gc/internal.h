@@ -104,6 +104,10 @@ void lf_assert_fail(const char *file, int line, const char *cond)
 /* Classes below this index, those smaller than a chunk, have several
  * objects per span and go through the thread caches. */
 #define NUM_SMALL_CLASSES 42     /* 16 .. 16384 bytes */
+/* Where small class c's chunks start, from its region's base (layout.c):
+ * c MiB in, so that the chunk-map entries of the classes' first chunks,
+ * otherwise 2 MiB apart, fall in different L1 sets. */
+#define SMALL_CLASS_OFFSET(c) ((uint64_t)(c) << 20)
 
 /* Kinds.  The first four have bdwgc's numbers; the others are made at
  * run time (lf_kind_new).  The chunk map names a kind in a byte, as
@@ -249,7 +253,8 @@ struct span {
 struct region {
     uint64_t size;          /* slot size                                    */
     uint64_t magic;         /* lowfat_magics entry, kept here for locality  */
-    uint64_t start;         /* first address of the region                  */
+    uint64_t start;         /* where its chunks start: its base, or
+                               SMALL_CLASS_OFFSET past it for small classes */
     uint64_t usable_end;    /* no slot may extend past this (precision and
                                region bounds)                               */
     uint64_t q0;            /* slot number of the first slot                */

@@ -139,8 +139,9 @@ LF_MALLOC_TEXT static bool reserve_region(unsigned c)
     struct region *r = &lf_regions[c];
     if (heap_reserved)
         return true;
-    void *want = (void *)r->start;
-    int err = reserve_at(r->start, LOWFAT_REGION_SIZE);
+    uint64_t base = r->start & ~(LOWFAT_REGION_SIZE - 1);
+    void *want = (void *)base;
+    int err = reserve_at(base, LOWFAT_REGION_SIZE);
     if (!err)
         return true;
     if (err == EEXIST)
@@ -151,7 +152,7 @@ LF_MALLOC_TEXT static bool reserve_region(unsigned c)
                 "move the heap, or find what maps that range "
                 "(cat /proc/%d/maps).\n",
                 LOWFAT_FIRST_REGION + c, (unsigned long long)r->size, want,
-                (void *)(r->start + LOWFAT_REGION_SIZE), (int)getpid());
+                (void *)(base + LOWFAT_REGION_SIZE), (int)getpid());
     else
         fprintf(stderr,
                 "lfgc: cannot reserve region %u at %p (%s): the address space "
@@ -171,7 +172,7 @@ LF_MALLOC_TEXT static bool reserve_region(unsigned c)
  * use, the marker would take the word for an object and index the mark
  * bitmap at -1.  Region i therefore never hands that chunk out: it costs
  * one chunk of address space, and the marker needs no bounds check.
- * Returns that chunk's index in region i, or UINT64_MAX. */
+ * Returns that chunk's index from region i's base, or UINT64_MAX. */
 static uint64_t successor_partial_chunk(size_t i)
 {
     size_t next = i + 1;
@@ -279,6 +280,14 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
         if (r->magic == 0)          /* class larger than a region */
             continue;
         uint64_t end = r->start + LOWFAT_REGION_SIZE;
+        /* Free reads the chunk-map entry of every object, and the marker
+         * of every candidate word.  From the regions' bases, 32 GiB apart,
+         * the first chunks' entries of all classes would share one L1
+         * set, which a program that frees objects of many classes
+         * thrashes (sed -E: docs/performance.md).  c MiB in puts class
+         * c's on line c of the set index. */
+        if (c < NUM_SMALL_CLASSES)
+            r->start += SMALL_CLASS_OFFSET(c);
         uint64_t limit = precision_limit(r->size);
         if (limit < end)
             end = limit;
@@ -290,6 +299,8 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
         r->span_chunks = r->large ? (uint32_t)(r->size >> CHUNK_SHIFT) : 1;
         r->max_chunks = (r->usable_end - r->start) >> CHUNK_SHIFT;
         uint64_t edge = successor_partial_chunk(idx);
+        if (edge != UINT64_MAX)             /* from the base, to from the start */
+            edge -= (r->start - ((uint64_t)idx << LOWFAT_REGION_SHIFT)) >> CHUNK_SHIFT;
         if (edge < r->max_chunks)
             r->max_chunks = edge;
         /* A configuration where the reciprocal is wrong must fail loudly,

@@ -17,6 +17,11 @@
 /* The tests' copies of the chunk size and the number of small classes
  * (test_util.h) are the library's. */
 _Static_assert(TU_CHUNK == CHUNK_SIZE, "test_util.h's TU_CHUNK is not CHUNK_SIZE");
+_Static_assert(TU_SMALL_CLASS_OFFSET(1) == SMALL_CLASS_OFFSET(1) &&
+               TU_SMALL_CLASS_OFFSET(NUM_SMALL_CLASSES - 1) ==
+                   SMALL_CLASS_OFFSET(NUM_SMALL_CLASSES - 1) &&
+               TU_SMALL_CLASS_OFFSET(NUM_SMALL_CLASSES) == 0,
+               "test_util.h's TU_SMALL_CLASS_OFFSET is not SMALL_CLASS_OFFSET");
 _Static_assert(TU_NUM_SMALL_CLASSES == NUM_SMALL_CLASSES,
                "test_util.h's TU_NUM_SMALL_CLASSES is not NUM_SMALL_CLASSES");
 
@@ -29,8 +34,9 @@ static uint64_t partial_first_slot(const struct region *next)
 {
     if (!next->magic)
         return 0;
-    uint64_t base = next->start / next->size * next->size;
-    return base < next->start ? base : 0;
+    uint64_t region = next->start & ~(LOWFAT_REGION_SIZE - 1);
+    uint64_t base = region / next->size * next->size;
+    return base < region ? base : 0;
 }
 
 /* A word into the partial first slot of region c + 1 computes (with that
@@ -56,6 +62,42 @@ Test(layout_edge, partial_first_slot_chunk_never_handed_out)
         checked++;
     }
     cr_assert_gt(checked, 0, "no region starts with a partial slot: the test checks nothing");
+}
+
+/* Free reads the chunk-map entry of every object it is given, and the
+ * marker that of every candidate word.  Each small class's chunks start
+ * SMALL_CLASS_OFFSET into its region, so that the entries of the first
+ * chunks of the classes lie on lines of different L1 sets (64 sets of 64
+ * bytes, 4 KiB apart); from the regions' bases, 2 MiB apart in the
+ * table, they were all in one set. */
+Test(layout_edge, first_chunk_map_entries_of_the_small_classes_use_different_l1_sets)
+{
+    GC_INIT();
+    bool used[64] = {false};
+    unsigned sets = 0, classes = 0;
+    for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        const struct region *r = &lf_regions[c];
+        if (!r->magic)
+            continue;
+        uint64_t base = LOWFAT_HEAP_START + (uint64_t)c * LOWFAT_REGION_SIZE;
+        cr_expect_eq(r->start, base + SMALL_CLASS_OFFSET(c), "class %u's chunks start at %#lx, "
+                     "its region at %#lx", c, (unsigned long)r->start, (unsigned long)base);
+        cr_assert(!r->reserved || r->max_chunks > 0);
+        unsigned set = (unsigned)(((uintptr_t)&lf_chunk_map[chunk_entry(r->start)] >> 6) & 63);
+        sets += !used[set];
+        used[set] = true;
+        classes++;
+    }
+    cr_assert_gt(classes, 0);
+    cr_assert_eq(sets, classes, "the first chunk-map entries of %u small classes use %u L1 sets",
+                 classes, sets);
+    /* Nothing is handed out below a class's start: a word there finds no
+     * object. */
+    void *p = GC_malloc(100);
+    cr_assert_not_null(p);
+    unsigned c = (unsigned)lowfat_index(p) - LOWFAT_FIRST_REGION;
+    cr_assert_geq((uintptr_t)p, lf_regions[c].start);
+    cr_assert_null(GC_base((void *)(lf_regions[c].start - 64)));
 }
 
 /* Roots of the next test, in this program's data. */

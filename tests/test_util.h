@@ -93,6 +93,9 @@ static const uint64_t tu_class_sizes[TU_NUM_CLASSES] TU_UNUSED = {
  * the thread caches (NUM_SMALL_CLASSES). */
 #define TU_CHUNK ((uint64_t)32 << 10)
 #define TU_NUM_SMALL_CLASSES 42
+/* Where class c's chunks start, from its region's base: c MiB in for the
+ * small classes (gc/internal.h's SMALL_CLASS_OFFSET, checked as above). */
+#define TU_SMALL_CLASS_OFFSET(c) ((c) < TU_NUM_SMALL_CLASSES ? (uint64_t)(c) << 20 : 0)
 
 /* Does class c exist in this build's layout (one object must fit in a
  * region: the valgrind layout has 1 GiB regions)? */
