@@ -1436,6 +1436,41 @@ Test(malloc_mode, fixed_cost_per_process)
                   "glibc's malloc, %ld with liblfgc-malloc (+%ld)", glibc, lfgc, lfgc - glibc);
 }
 
+/* The path of the liblfgc.so this process loaded, in buf. */
+static void liblfgc_path(char *buf, size_t size)
+{
+    void *handle = dlopen("liblfgc.so.0", RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(handle, "liblfgc.so.0 is not loaded: %s", dlerror());
+    Dl_info di;
+    cr_assert(dladdr(dlsym(handle, "lfgc_malloc"), &di) && di.dli_fname);
+    snprintf(buf, size, "%s", di.dli_fname);
+    dlclose(handle);
+}
+
+/* The loadable segments (PT_LOAD program headers) of the ELF file at
+ * path, at most max of them; returns how many there are. */
+static size_t load_segments(const char *path, Elf64_Phdr *out, size_t max)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    Elf64_Ehdr eh;
+    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
+    size_t n = 0;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        cr_assert_eq(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET), 0);
+        cr_assert_eq(fread(&ph, sizeof ph, 1, f), 1);
+        if (ph.p_type != PT_LOAD)
+            continue;
+        if (n < max)
+            out[n] = ph;
+        n++;
+    }
+    fclose(f);
+    cr_assert_leq(n, max, "%s has %zu loadable segments", path, n);
+    return n;
+}
+
 /* The value of the symbol `name` in the ELF file at path (its .symtab:
  * internal symbols too), and the virtual address of the loadable segment
  * that starts at file offset `offset`; both 0 if not found. */
@@ -1443,18 +1478,13 @@ static void elf_symbol_and_segment(const char *path, const char *name, uint64_t 
                                    uint64_t *value, uint64_t *segment_vaddr)
 {
     *value = *segment_vaddr = 0;
+    Elf64_Phdr seg[16];
+    size_t nseg = load_segments(path, seg, 16);
+    for (size_t i = 0; i < nseg; i++)
+        if ((seg[i].p_offset & ~(uint64_t)4095) == offset)
+            *segment_vaddr = seg[i].p_vaddr & ~(uint64_t)4095;
     FILE *f = fopen(path, "rb");
     cr_assert(f, "cannot open %s", path);
-    Elf64_Ehdr eh;
-    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        cr_assert_eq(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET), 0);
-        cr_assert_eq(fread(&ph, sizeof ph, 1, f), 1);
-        if (ph.p_type == PT_LOAD && (ph.p_offset & ~(uint64_t)4095) == offset)
-            *segment_vaddr = ph.p_vaddr & ~(uint64_t)4095;
-    }
-    cr_assert_eq(fseek(f, 0, SEEK_SET), 0);
     unsigned count, names_index;
     Elf64_Shdr *sh = section_headers(f, &count, &names_index);
     for (unsigned i = 0; i < count && !*value; i++) {
@@ -1524,12 +1554,7 @@ static size_t malloc_only_mappings(const char *perms, struct lib_mapping *m, siz
     char prog[4096], lib[4096];
     snprintf(prog, sizeof prog, "%s/tests/malloc_once", top ? top : ".");
     snprintf(lib, sizeof lib, "%s/.libs/liblfgc-malloc.so", top ? top : ".");
-    void *handle = dlopen("liblfgc.so.0", RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(handle, "liblfgc.so.0 is not loaded: %s", dlerror());
-    Dl_info di;
-    cr_assert(dladdr(dlsym(handle, "lfgc_malloc"), &di) && di.dli_fname);
-    snprintf(path, path_size, "%s", di.dli_fname);
-    dlclose(handle);
+    liblfgc_path(path, path_size);
 
     int fd[2], gfd[2] = {-1, -1};
     char audit[4096], spec[64];
@@ -1590,23 +1615,17 @@ static size_t malloc_only_mappings(const char *perms, struct lib_mapping *m, siz
 static void code_segment(const char *path, uint64_t *offset, uint64_t *lo, uint64_t *hi)
 {
     *offset = *lo = *hi = 0;
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    Elf64_Ehdr eh;
-    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
+    Elf64_Phdr seg[16];
+    size_t nseg = load_segments(path, seg, 16);
     unsigned found = 0;
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        cr_assert_eq(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET), 0);
-        cr_assert_eq(fread(&ph, sizeof ph, 1, f), 1);
-        if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+    for (size_t i = 0; i < nseg; i++) {
+        if (!(seg[i].p_flags & PF_X))
             continue;
         found++;
-        *offset = ph.p_offset & ~(uint64_t)4095;
-        *lo = ph.p_vaddr & ~(uint64_t)4095;
-        *hi = (ph.p_vaddr + ph.p_memsz + 4095) & ~(uint64_t)4095;
+        *offset = seg[i].p_offset & ~(uint64_t)4095;
+        *lo = seg[i].p_vaddr & ~(uint64_t)4095;
+        *hi = (seg[i].p_vaddr + seg[i].p_memsz + 4095) & ~(uint64_t)4095;
     }
-    fclose(f);
     cr_assert_eq(found, 1, "%s: %u executable segments", path, found);
 }
 
@@ -1625,13 +1644,8 @@ static void code_segment(const char *path, uint64_t *offset, uint64_t *lo, uint6
  * be touched. */
 Test(malloc_mode, malloc_code_is_grouped)
 {
-    void *handle = dlopen("liblfgc.so.0", RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(handle, "liblfgc.so.0 is not loaded: %s", dlerror());
-    Dl_info di;
-    cr_assert(dladdr(dlsym(handle, "lfgc_malloc"), &di) && di.dli_fname);
     char lib_path[4096];
-    snprintf(lib_path, sizeof lib_path, "%s", di.dli_fname);
-    dlclose(handle);
+    liblfgc_path(lib_path, sizeof lib_path);
     uint64_t offset, lo, hi, end, segment;
     code_segment(lib_path, &offset, &lo, &hi);
     elf_symbol_and_segment(lib_path, "lf_malloc_text_end", offset, &end, &segment);
@@ -1665,19 +1679,12 @@ Test(malloc_mode, malloc_code_is_grouped)
  * (-z separate-code); 0 if none. */
 static uint64_t constants_segment_offset(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    Elf64_Ehdr eh;
-    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
+    Elf64_Phdr seg[16];
+    size_t nseg = load_segments(path, seg, 16);
     uint64_t found = 0;
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        cr_assert_eq(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET), 0);
-        cr_assert_eq(fread(&ph, sizeof ph, 1, f), 1);
-        if (ph.p_type == PT_LOAD && ph.p_flags == PF_R && ph.p_offset != 0)
-            found = ph.p_offset & ~(uint64_t)4095;
-    }
-    fclose(f);
+    for (size_t i = 0; i < nseg; i++)
+        if (seg[i].p_flags == PF_R && seg[i].p_offset != 0)
+            found = seg[i].p_offset & ~(uint64_t)4095;
     return found;
 }
 
@@ -1718,29 +1725,18 @@ Test(malloc_mode, constants_stay_out_of_memory)
  * the zero-initialised variables in the file. */
 Test(malloc_mode, little_data_is_file_backed)
 {
-    void *handle = dlopen("liblfgc.so.0", RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(handle, "liblfgc.so.0 is not loaded: %s", dlerror());
-    Dl_info di;
-    cr_assert(dladdr(dlsym(handle, "lfgc_malloc"), &di) && di.dli_fname);
     char path[4096];
-    snprintf(path, sizeof path, "%s", di.dli_fname);
-    dlclose(handle);
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    Elf64_Ehdr eh;
-    cr_assert_eq(fread(&eh, sizeof eh, 1, f), 1);
+    liblfgc_path(path, sizeof path);
+    Elf64_Phdr seg[16];
+    size_t nseg = load_segments(path, seg, 16);
     uint64_t file_bytes = 0;
     unsigned writable = 0;
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        cr_assert_eq(fseek(f, (long)(eh.e_phoff + i * sizeof ph), SEEK_SET), 0);
-        cr_assert_eq(fread(&ph, sizeof ph, 1, f), 1);
-        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_W)) {
-            file_bytes += ph.p_filesz;
+    for (size_t i = 0; i < nseg; i++) {
+        if (seg[i].p_flags & PF_W) {
+            file_bytes += seg[i].p_filesz;
             writable++;
         }
     }
-    fclose(f);
     cr_assert_eq(writable, 1, "%u writable segments in %s", writable, path);
     cr_log_info("liblfgc.so's writable segment: %llu bytes in the file",
                 (unsigned long long)file_bytes);
