@@ -286,6 +286,8 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
          * set, which a program that frees objects of many classes
          * thrashes (sed -E: docs/performance.md).  c MiB in puts class
          * c's on line c of the set index. */
+        _Static_assert(SMALL_CLASS_OFFSET(NUM_SMALL_CLASSES - 1) <= LOWFAT_REGION_SIZE / 4,
+                       "the small classes' offsets take a large part of their regions");
         if (c < NUM_SMALL_CLASSES)
             r->start += SMALL_CLASS_OFFSET(c);
         uint64_t limit = precision_limit(r->size);
