@@ -131,6 +131,15 @@ Test(badinput, free_address_in_unused_region)
     void *beyond = (void *)(uintptr_t)lowfat_heap_top[lowfat_index(p)];
     GC_free(beyond);
     expect_one_warning(beyond, "GC_free(past the heap top)");
+    /* Below where the region's chunks start (a small class's start some
+     * MiB past its base): never handed out, not freed either. */
+    void *below = (void *)(((uintptr_t)p & ~(LOWFAT_REGION_SIZE - 1)) + 64);
+    cr_assert_lt((uintptr_t)below, (uintptr_t)p);
+    GC_free(below);
+    cr_assert(tu_warn_count == 1 && !strstr(tu_warnings[0].msg, "already freed"),
+              "GC_free(below the region's chunks) warned \"%s\"",
+              tu_warn_count ? tu_warnings[0].msg : "nothing");
+    expect_one_warning(below, "GC_free(below the region's chunks)");
     cr_assert(lfgc_is_live(p));
     expect_heap_intact(3000);
 }
