@@ -647,7 +647,7 @@ Test(reclaim, large_objects_intact_and_pages_given_back, .timeout = 60)
     }
     tu_collect();
     /* An object that a false reference in some library's static data
-     * points to is rightly kept (the warm-up covers classes up to 16 MiB
+     * points to is rightly kept (the warm-up covers classes up to 1 MiB
      * only): leave it out of the totals.  Any other survivor is an error. */
     for (int i = 0; i < n; i++) {
         if (!tu_live(h[i]))

@@ -216,8 +216,14 @@ static TU_NOINLINE int tu_base_is(GC_hidden_pointer h, size_t offset)
  * reference stay allocated and live, and are never handed out again; the
  * rest is reclaimed and reused normally. */
 #define TU_WARM_MAX_OFFSET ((uint64_t)16 << 20)   /* false refs deeper than this
-                                                      into a region are ignored */
-#define TU_WARM_MAX_SIZE   ((uint64_t)16 << 20)   /* classes up to 16 MiB */
+                                                      past where a class's chunks
+                                                      start are ignored */
+/* Classes up to 1 MiB: an object of a larger class pinned by the warm-up
+ * would stay in every test's heap and live figures (with the heap at 2
+ * GiB, the valgrind layout, a library word hit the 8 MiB class's first
+ * slot: 8.7 MB live before each test).  test_reclaim's large objects
+ * allow for false references (tu_foreign_refs). */
+#define TU_WARM_MAX_SIZE   ((uint64_t)1 << 20)
 
 static uint64_t tu_warm_limit[TU_NUM_CLASSES] TU_UNUSED;
 
@@ -275,8 +281,10 @@ static TU_UNUSED void tu_warm_note(const uint64_t *where, void *arg)
     if (arg && tu_program_false_count < TU_MAX_PROGRAM_FALSE)
         tu_program_false[tu_program_false_count++] = where;
     uint64_t c = lowfat_index((void *)w) - LOWFAT_FIRST_REGION;
-    uint64_t start = (uint64_t)lowfat_index((void *)w) << LOWFAT_REGION_SHIFT;
-    if (tu_class_sizes[c] > TU_WARM_MAX_SIZE || w - start >= TU_WARM_MAX_OFFSET)
+    /* Where the class's chunks start: a word below hits no object. */
+    uint64_t start = ((uint64_t)lowfat_index((void *)w) << LOWFAT_REGION_SHIFT) +
+                     TU_SMALL_CLASS_OFFSET(c);
+    if (tu_class_sizes[c] > TU_WARM_MAX_SIZE || w < start || w - start >= TU_WARM_MAX_OFFSET)
         return;
     if (w + 1 > tu_warm_limit[c])
         tu_warm_limit[c] = w + 1;
