@@ -68,11 +68,12 @@ bool lf_blacklisted(struct region *r, uint64_t j)
      * reading it would make it resident (the zero page, or on some kernels
      * a new one) in every region with a span, hit or not: ask the kernel
      * first.  The marker's store is what makes a page resident, and the
-     * answer for a region's first page, where the entries of its first
-     * 4096 chunks are, is kept (lock held): a yes for good, a no until the
-     * next collection. */
+     * answer for the page of a region's first entry (its first chunks',
+     * not always 4096 of them: the chunks start some MiB into the region)
+     * is kept (lock held): a yes for good, a no until the next collection. */
+    uintptr_t first = (uintptr_t)&lf_blacklist[r->start >> CHUNK_SHIFT];
     uint8_t *entry = &lf_blacklist[(r->start >> CHUNK_SHIFT) + j];
-    bool first_page = j < PAGE_SIZE;
+    bool first_page = (((uintptr_t)entry ^ first) & ~(uintptr_t)(PAGE_SIZE - 1)) == 0;
     if (!first_page || !r->bl_resident) {
         /* Only a collection writes hits: a no stays true until the next. */
         if (first_page && r->bl_clean_gc == (uint32_t)GC_gc_no + 1)

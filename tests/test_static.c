@@ -486,6 +486,34 @@ Test(metadata, blacklist_pages_only_where_words_hit)
         keep[c] = NULL;
 }
 
+/* lf_blacklisted keeps, per region, whether the page of the map holding
+ * its first chunk's entry is resident.  A class's chunks start some MiB
+ * into its region, so its first 4096 chunks' entries can run onto the
+ * next page: a hit recorded there must be seen though that first page is
+ * known to hold none. */
+Test(metadata, blacklist_hit_on_the_page_after_a_region_s_first_is_seen)
+{
+    GC_INIT();
+    unsigned c = NUM_SMALL_CLASSES - 1;
+    struct region *r = &lf_regions[c];
+    cr_assert(lf_region_map_metadata(r));
+    uint8_t *first = &lf_blacklist[r->start >> CHUNK_SHIFT];
+    uint64_t to_next_page = PAGE_SIZE - ((uintptr_t)first & (PAGE_SIZE - 1));
+    cr_assert_lt(to_next_page, PAGE_SIZE, "class %u's first entry starts a page: the test "
+                 "needs it inside one", c);
+    uint64_t j = to_next_page + 8;          /* on the next page, below 4096 */
+    cr_assert_lt(j, PAGE_SIZE);
+    lock();
+    r->bl_resident = 0;
+    r->bl_clean_gc = (uint32_t)GC_gc_no + 1;        /* the first page: no hit */
+    first[j] = lf_bl_epoch;
+    bool hit = lf_blacklisted(r, j);
+    first[j] = 0;
+    unlock();
+    cr_assert(hit, "a hit on chunk %llu of class %u, on the map's page after the region's "
+              "first, was not seen", (unsigned long long)j, c);
+}
+
 /* The chunk map and the free map are one table (internal.h): a class in
  * use costs a single page of it, where two maps cost two.  Every small
  * class gets a malloc'ed object; the table's resident pages must then
