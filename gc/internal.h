@@ -38,9 +38,9 @@
 #define LFGC_EXPORT __attribute__((visibility("default")))
 /* Every variable of lfgc is defined in this section, which the root scan
  * leaves out (roots.c): many hold heap addresses, or sizes that may equal
- * one (a region's start is its first slot: a heap limit of 16 TiB + 32 GiB
- * is the first 32-byte slot).  In a static link the library's data are
- * the program's, and the scan cannot tell them apart otherwise.
+ * one (16 TiB + 32 GiB + 1 MiB is the first 32-byte slot).  In a static
+ * link the library's data are the program's, and the scan cannot tell
+ * them apart otherwise.
  * tests/symbols.sh fails for a variable defined without it. */
 #define LF_UNSCANNED_DATA __attribute__((section("lf_unscanned")))
 /* The same for zero-initialised state, in a section that takes no room in

@@ -207,9 +207,9 @@ Test(static_link, warn_is_libc)
 
 static void *volatile first_keep;
 
-/* An object of class c, its region's first slot if that is free.
- * Pointer-free: scanned kinds never get a region's first chunk (it starts
- * at a multiple of 4 GiB), pointer-free ones do.  The linking of a span
+/* An object of class c, its first slot if that is free.  Pointer-free:
+ * scanned kinds never get a chunk that starts at a multiple of 4 GiB
+ * (class 0's first), pointer-free ones do.  The linking of a span
  * taken empty starts a few lines into the page (a line per class) and
  * comes back for the slots it skipped, so the allocations go on until one
  * lands there (the others are garbage). */
