@@ -106,7 +106,7 @@ LF_MALLOC_TEXT static bool register_with_uffd(void)
         struct uffdio_register reg;
         memset(&reg, 0, sizeof reg);
         reg.range.start = r->start;
-        reg.range.len = (r->start & ~(LOWFAT_REGION_SIZE - 1)) + LOWFAT_REGION_SIZE - r->start;
+        reg.range.len = region_end(r) - r->start;
         reg.mode = UFFDIO_REGISTER_MODE_WP;
         if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
             return false;

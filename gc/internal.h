@@ -336,6 +336,16 @@ extern uint64_t lf_cached_heads[NUM_SMALL_CLASSES][MARK_HEAD_BITS / 64];
 extern uint64_t *lf_cached_bits[NUM_SMALL_CLASSES];
 uint64_t *lf_region_cached_bits(struct region *r, uint64_t bit);
 uint64_t lf_class_of_size(size_t bytes);              /* NUM_CLASSES if too big */
+/* Where region r's address range starts and ends (its chunks start at
+ * r->start, SMALL_CLASS_OFFSET past the base for small classes). */
+static inline uint64_t region_base(const struct region *r)
+{
+    return r->start & ~(LOWFAT_REGION_SIZE - 1);
+}
+static inline uint64_t region_end(const struct region *r)
+{
+    return region_base(r) + LOWFAT_REGION_SIZE;
+}
 static inline struct region *region_of(const void *p)
 {
     return &lf_regions[lowfat_index(p) - LOWFAT_FIRST_REGION];

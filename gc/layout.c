@@ -139,9 +139,8 @@ LF_MALLOC_TEXT static bool reserve_region(unsigned c)
     struct region *r = &lf_regions[c];
     if (heap_reserved)
         return true;
-    uint64_t base = r->start & ~(LOWFAT_REGION_SIZE - 1);
-    void *want = (void *)base;
-    int err = reserve_at(base, LOWFAT_REGION_SIZE);
+    void *want = (void *)region_base(r);
+    int err = reserve_at(region_base(r), LOWFAT_REGION_SIZE);
     if (!err)
         return true;
     if (err == EEXIST)
@@ -152,7 +151,7 @@ LF_MALLOC_TEXT static bool reserve_region(unsigned c)
                 "move the heap, or find what maps that range "
                 "(cat /proc/%d/maps).\n",
                 LOWFAT_FIRST_REGION + c, (unsigned long long)r->size, want,
-                (void *)(base + LOWFAT_REGION_SIZE), (int)getpid());
+                (void *)region_end(r), (int)getpid());
     else
         fprintf(stderr,
                 "lfgc: cannot reserve region %u at %p (%s): the address space "
@@ -302,7 +301,7 @@ LF_MALLOC_TEXT bool lf_layout_init(void)
         r->max_chunks = (r->usable_end - r->start) >> CHUNK_SHIFT;
         uint64_t edge = successor_partial_chunk(idx);
         if (edge != UINT64_MAX)             /* from the base, to from the start */
-            edge -= (r->start - ((uint64_t)idx << LOWFAT_REGION_SHIFT)) >> CHUNK_SHIFT;
+            edge -= (r->start - region_base(r)) >> CHUNK_SHIFT;
         if (edge < r->max_chunks)
             r->max_chunks = edge;
         /* A configuration where the reciprocal is wrong must fail loudly,

@@ -34,7 +34,7 @@ static uint64_t partial_first_slot(const struct region *next)
 {
     if (!next->magic)
         return 0;
-    uint64_t region = next->start & ~(LOWFAT_REGION_SIZE - 1);
+    uint64_t region = region_base(next);
     uint64_t base = region / next->size * next->size;
     return base < region ? base : 0;
 }
