@@ -1242,10 +1242,6 @@ LF_MALLOC_TEXT static void cursor_color(const struct region *r, unsigned c,
 LF_MALLOC_TEXT static void *cursor_take(struct region *r, struct sweep_cursor *cur, unsigned kind, size_t want,
                          bool plain, size_t *n)
 {
-    /* Leak-finding mode takes spans whole: a slot left unlinked behind
-     * the cursor, never allocated, would pass for a leak (leak.c). */
-    if (unlikely(GC_find_leak))
-        want = SIZE_MAX;
     uint64_t head = cur->head, head_lo = cur->next - head;
     if (head) {
         /* The first piece ends with the page it starts in, so that with
@@ -1256,6 +1252,11 @@ LF_MALLOC_TEXT static void *cursor_take(struct region *r, struct sweep_cursor *c
         if (fit && fit < want)
             want = fit;
     }
+    /* Leak-finding mode takes spans whole, the first piece too: a slot
+     * left unlinked behind the cursor, never allocated, would pass for a
+     * leak (leak.c). */
+    if (unlikely(GC_find_leak))
+        want = SIZE_MAX;
     void **list = span_piece(r, &cur->next, cur->end, kind, want, plain, cur->clear, n);
     if (likely(!head))
         return list;
