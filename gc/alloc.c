@@ -553,6 +553,22 @@ LF_MALLOC_TEXT static void count_expl_freed(uint64_t bytes)
     __atomic_fetch_add(&lf_hs.expl_freed_since_gc, bytes, __ATOMIC_RELAXED);
 }
 
+/* bdwgc's GC_incr_bytes_allocd and GC_incr_bytes_freed, declared only in
+ * its private gc_alloc_ptrs.h: an allocator built over the collector
+ * counts what it hands out (which brings the next collection nearer) and
+ * what it frees explicitly (GC_get_expl_freed_bytes_since_gc).  bdwgc's
+ * gctest calls both. */
+LFGC_EXPORT void GC_incr_bytes_allocd(size_t bytes)
+{
+    if (bytes <= (size_t)INT64_MAX)
+        count_allocated((int64_t)bytes);
+}
+
+LFGC_EXPORT void GC_incr_bytes_freed(size_t bytes)
+{
+    count_expl_freed(bytes);
+}
+
 /* Bytes back where refills take slots from (see freed_since_gc). */
 LF_MALLOC_TEXT static void count_freed_shared(uint64_t bytes)
 {

@@ -9,6 +9,7 @@
  * - Pointer checks (GC_same_obj, GC_is_visible, ...), statistics,
  *   callbacks, logging. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -271,7 +272,12 @@ static void default_abort_func(const char *msg)
     }
 }
 
-static LF_UNSCANNED_DATA GC_abort_func abort_func = default_abort_func;
+/* bdwgc keeps the abort function in GC_on_abort, a variable its private
+ * gc_priv.h names (its ABORT calls through it), so programs built with
+ * that header (bdwgc's own gctest and disclaim_bench) hold a copy of it
+ * and need it exported.  The library reads it through the GOT, so that a
+ * program's copy is the one used. */
+LFGC_EXPORT LF_UNSCANNED_DATA GC_abort_func GC_on_abort = default_abort_func;
 
 LFGC_EXPORT void GC_set_abort_func(GC_abort_func fn)
 {
@@ -280,21 +286,23 @@ LFGC_EXPORT void GC_set_abort_func(GC_abort_func fn)
         return;
     }
     lock();
-    abort_func = fn;
+    GC_on_abort = fn;
     unlock();
 }
 
 LFGC_EXPORT GC_abort_func GC_get_abort_func(void)
 {
     lock();
-    GC_abort_func fn = abort_func;
+    GC_abort_func fn = GC_on_abort;
     unlock();
     return fn;
 }
 
 void lf_abort(const char *msg)
 {
-    abort_func(msg);
+    GC_abort_func fn = GC_on_abort;
+    if (fn)
+        fn(msg);
     abort();
 }
 
@@ -308,6 +316,57 @@ LF_UNSCANNED_DATA int lf_log_fd = 2;
 LFGC_EXPORT void GC_set_log_fd(int fd)
 {
     lf_log_fd = fd;
+}
+
+/* bdwgc's printf-like output calls, declared only in its private
+ * gc_priv.h but exported by its libgc.so.1 and called by programs built
+ * with that header (bdwgc's gctest and test_cpp).  As there, each message
+ * is formatted into a buffer of its own and written whole, without stdio:
+ * GC_printf to standard output unless GC_quiet is set, GC_err_printf to
+ * standard error, GC_log_printf to the log (GC_set_log_fd). */
+static void vprint_to(int fd, const char *fmt, va_list ap)
+{
+    char buf[1024];
+    int len = vsnprintf(buf, sizeof buf, fmt, ap);
+    if (len < 0)
+        return;
+    size_t left = (size_t)len < sizeof buf ? (size_t)len : sizeof buf - 1;
+    const char *p = buf;
+    while (left > 0) {
+        ssize_t n = write(fd, p, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        p += n;
+        left -= (size_t)n;
+    }
+}
+
+LFGC_EXPORT void GC_printf(const char *fmt, ...)
+{
+    if (GC_quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprint_to(STDOUT_FILENO, fmt, ap);
+    va_end(ap);
+}
+
+LFGC_EXPORT void GC_err_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprint_to(STDERR_FILENO, fmt, ap);
+    va_end(ap);
+}
+
+LFGC_EXPORT void GC_log_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprint_to(lf_log_fd, fmt, ap);
+    va_end(ap);
 }
 
 /* ------------------------------------------------------------------ */

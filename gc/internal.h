@@ -863,6 +863,15 @@ size_t lf_put_num(char *buf, size_t at, size_t size, uint64_t v, unsigned base, 
  * GC_set_on_heap_resize's callback, called with the lock held. */
 void lf_abort(const char *msg) __attribute__((noreturn));
 extern int lf_log_fd;
+/* Names of bdwgc's private headers that its libgc.so.1 exports and
+ * programs built with those headers use (docs/compatibility.md): not in
+ * lfgc's public headers either. */
+LFGC_EXPORT extern GC_abort_func GC_on_abort;
+LFGC_EXPORT void GC_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+LFGC_EXPORT void GC_err_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+LFGC_EXPORT void GC_log_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+LFGC_EXPORT void GC_incr_bytes_allocd(size_t bytes);
+LFGC_EXPORT void GC_incr_bytes_freed(size_t bytes);
 void lf_heap_resized(uint64_t heap_bytes);
 void lf_log(const char *fmt, uintptr_t arg);
 void lf_messages_flush(void);

@@ -6,7 +6,8 @@
 #    build tree's .libs (where libgc.so.1 and liblfgc.so.0 are): same
 #    stdout, and its stderr shows it ran on lfgc (lfgc_get_stats found,
 #    liblfgc.so mapped, bdwgc's libgc.so.1 not mapped).  The same for a C++
-#    program built against bdwgc's gc_cpp.h and libgccpp.so.1.
+#    program built against bdwgc's gc_cpp.h and libgccpp.so.1, and for one
+#    that uses the private names bdwgc's own tests use (GC_on_abort, ...).
 # 2. Debian's mmv renames a few hundred files, and w3m -dump renders an
 #    HTML page, on bdwgc and on lfgc (scripts/lfgc-run): same output and
 #    same resulting files; the loader's own log (LD_DEBUG) shows that the
@@ -44,7 +45,7 @@ test -e "$libs/libgccpp.so.1" || { echo "FAIL: $libs/libgccpp.so.1 not built" >&
 # must reach its exported data through the GOT, never bind them to itself.
 readelf -dW "$libs/liblfgc.so.0" | grep -q -E 'SYMBOLIC|FLAGS.*BIND_SYMBOLIC' &&
     fail "liblfgc.so.0 is linked -Bsymbolic: a program's copy of GC_* data would be ignored"
-for v in GC_all_interior_pointers GC_dont_gc GC_java_finalization GC_finalize_on_demand; do
+for v in GC_all_interior_pointers GC_dont_gc GC_java_finalization GC_finalize_on_demand GC_on_abort; do
     readelf -rW "$libs/liblfgc.so.0" | grep -q "R_X86_64_GLOB_DAT .* $v + 0" ||
         fail "liblfgc.so.0 reads $v without the GOT: a program's copy of it would be ignored"
 done
@@ -124,6 +125,30 @@ else
         fail "bdwgc_cpp_client: objects held only from plain new were freed"
     grep -q '^plain new gives the collector.s memory: yes$' "$work/clf.out" ||
         fail "bdwgc_cpp_client: plain new does not come from libgccpp.so.1"
+fi
+
+# --- 1b'. Names of bdwgc's private headers that its libgc.so.1 exports --
+# bdwgc's own gctest, test_cpp and disclaim_bench, built as bdwgc builds
+# them, reference GC_on_abort (a copy-relocated variable), GC_printf and
+# the other calls tests/dropin/bdwgc_private.c uses: without them the
+# loader refuses the program.
+pprog="$work/bdwgc_private"
+if ! $CC -O1 -o "$pprog" "$top_srcdir/tests/dropin/bdwgc_private.c" -lgc -ldl 2>"$work/pcc.err"; then
+    cat "$work/pcc.err" >&2
+    fail "cannot build tests/dropin/bdwgc_private.c against bdwgc"
+else
+    "$pprog" >"$work/pbdw.out" 2>"$work/pbdw.err" || fail "bdwgc_private failed on bdwgc"
+    LD_LIBRARY_PATH="$libs" "$pprog" >"$work/plf.out" 2>"$work/plf.err" ||
+        fail "bdwgc_private failed on lfgc: $(head -3 "$work/plf.err")"
+    grep -q '^collector: lfgc$' "$work/plf.err" || fail "bdwgc_private did not run on lfgc"
+    cmp -s "$work/pbdw.out" "$work/plf.out" ||
+        { fail "bdwgc_private prints differently on lfgc"; diff "$work/pbdw.out" "$work/plf.out" >&2; }
+    grep -q ': no$' "$work/plf.out" && fail "bdwgc_private: $(grep ': no$' "$work/plf.out")"
+    test "$(grep -c ': yes$' "$work/plf.out")" = 7 || fail "bdwgc_private: not every check ran"
+    grep -q '^GC_printf: 42 words 1099511627776$' "$work/plf.out" || fail "GC_printf's output is wrong"
+    for w in 'GC_err_printf: 7' 'GC_log_printf: to the log'; do
+        grep -q "^$w\$" "$work/plf.err" || fail "bdwgc_private: '$w' not on stderr"
+    done
 fi
 
 # --- 1c. A staged install, before any ldconfig ----------------------------
