@@ -12,6 +12,8 @@
  * in the process (it is, in any C++ program), so that C programs
  * preloading this library do not load libstdc++.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -112,8 +114,12 @@ static __attribute__((noreturn)) void no_runtime(void)
 
 /* As the standard says: call the new handler while there is one and the
  * allocation fails; without one, throw std::bad_alloc (or, nothrow,
- * return NULL).  A handler that throws in a nothrow new propagates its
- * exception. */
+ * return NULL).  A nothrow new whose handler throws returns NULL
+ * ([new.delete.single]: it calls operator new(size) and returns NULL if
+ * that does not return normally): C cannot catch, so that case is handed
+ * to the C++ runtime's own nothrow operator (libstdc++: try { return
+ * ::operator new(n); } catch (...) { return nullptr; }), whose call of
+ * ::operator new comes back to ours. */
 static __attribute__((noinline)) void *new_retry(size_t align, size_t n, int nothrow)
 {
     for (;;) {
@@ -121,6 +127,15 @@ static __attribute__((noinline)) void *new_retry(size_t align, size_t n, int not
         if (p)
             return p;
         lf_new_handler h = lf_get_new_handler ? lf_get_new_handler() : NULL;
+        if (h && nothrow) {
+            void *next = dlsym(RTLD_NEXT, align ? "_ZnwmSt11align_val_tRKSt9nothrow_t"
+                                                : "_ZnwmRKSt9nothrow_t");
+            if (next) {
+                static const char nt = 0;
+                return align ? ((void *(*)(size_t, size_t, const void *))next)(n, align, &nt)
+                             : ((void *(*)(size_t, const void *))next)(n, &nt);
+            }
+        }
         if (!h) {
             if (nothrow)
                 return NULL;

@@ -182,3 +182,38 @@ Test(malloc_cpp, failure_throws_and_calls_the_handler)
     }
     cr_assert(thrown, "aligned operator new did not throw");
 }
+
+// A new handler may throw std::bad_alloc; a nothrow new then returns
+// NULL ([new.delete.single]: it calls operator new(size) and returns NULL
+// if that does not return normally).  The exception must not escape a
+// nothrow (noexcept) operator, where it would end in std::terminate.
+static int throwing_calls;
+static void throwing_handler(void)
+{
+    throwing_calls++;
+    throw std::bad_alloc();
+}
+
+Test(malloc_cpp, nothrow_new_returns_null_when_the_handler_throws)
+{
+    std::set_new_handler(throwing_handler);
+    throwing_calls = 0;
+    cr_assert_null(::operator new(huge_size, std::nothrow));
+    cr_assert_null(::operator new[](huge_size, std::nothrow));
+    cr_assert_null(::operator new(huge_size, std::align_val_t(64), std::nothrow));
+    cr_assert_null(::operator new[](huge_size, std::align_val_t(64), std::nothrow));
+    cr_assert_eq(throwing_calls, 4, "the handler ran %d times for 4 failures", throwing_calls);
+    bool thrown = false;
+    try {
+        void *p = ::operator new(huge_size);
+        ::operator delete(p);
+    } catch (const std::bad_alloc &) {
+        thrown = true;
+    }
+    cr_assert(thrown && throwing_calls == 5, "plain new: thrown %d, handler calls %d", thrown,
+              throwing_calls);
+    std::set_new_handler(nullptr);
+    int *ok = new (std::nothrow) int(3);
+    cr_assert(ours(ok) && *ok == 3, "nothrow new of an int after the failures");
+    delete ok;
+}
