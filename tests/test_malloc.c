@@ -1087,6 +1087,39 @@ Test(malloc_rss, freed_large_objects_keep_their_pages_for_reuse)
     cr_assert_eq(resident_pages((void *)where, n), 0, "malloc_trim kept the freed object's pages");
 }
 
+/* calloc of a large object on pages that were never written (or were
+ * given back) returns them zero without writing them.  Up to 1 MiB they
+ * come faulted in writable: a program that reads its calloc'ed memory
+ * before writing it would map the zero page first and fault again on the
+ * write, a TLB flush on every CPU of the process each time.  Larger ones
+ * stay lazy: a sparse array costs only the pages it uses. */
+Test(malloc_rss, calloc_faults_in_moderate_large_objects_and_leaves_big_ones_lazy)
+{
+    void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(probe, MAP_FAILED);
+    int populate = madvise(probe, 4096, MADV_POPULATE_WRITE);
+    munmap(probe, 4096);
+    if (populate != 0)
+        cr_skip("this kernel has no MADV_POPULATE_WRITE (Linux 5.14): calloc stays lazy");
+    malloc_trim(0);
+    const size_t small = 600 * KiB, big = 6 * MiB;
+    unsigned char *p = calloc(1, small);
+    cr_assert_not_null(p);
+    cr_assert_eq(resident_pages(p, small), (int)(small / 4096),
+                 "calloc(%zu): %d of %zu pages resident", small, resident_pages(p, small),
+                 small / 4096);
+    for (size_t i = 0; i < small; i += 512)
+        cr_assert_eq(p[i], 0, "calloc(%zu) byte %zu is %d", small, i, p[i]);
+    unsigned char *q = calloc(1, big);
+    cr_assert_not_null(q);
+    cr_assert_lt(resident_pages(q, big), 16, "calloc(%zu) made %d pages resident", big,
+                 resident_pages(q, big));
+    for (size_t i = 0; i < big; i += 64 * KiB)
+        cr_assert_eq(q[i], 0, "calloc(%zu) byte %zu is %d", big, i, q[i]);
+    free(p);
+    free(q);
+}
+
 Test(malloc_rss, mallinfo_figures)
 {
     malloc_trim(0);
