@@ -935,14 +935,22 @@ LF_MALLOC_TEXT static size_t list_keep(void **list, size_t n, size_t cap, volati
         return kept;
     last[0] = link_encode(NULL);
     if (!AO_compare_and_swap_release(head, 0, (AO_t)rest)) {
-        void **tail = rest;
-        while (link_decode(tail[0]))
-            tail = link_decode(tail[0]);
-        AO_t old;
-        do {
-            old = AO_load(head);
-            tail[0] = link_encode((void *)old);
-        } while (!AO_compare_and_swap_release(head, old, (AO_t)rest));
+        /* Others pushed since the take: the rest takes their place, and
+         * their list goes back on top of it, walked to its tail (it holds
+         * what was freed in the meantime, usually far less than the rest:
+         * mimalloc's test-stress, 32 threads, spent a tenth of its time
+         * walking rests). */
+        void **theirs = (void **)__atomic_exchange_n(head, (AO_t)rest, __ATOMIC_ACQ_REL);
+        if (theirs) {
+            void **tail = theirs;
+            while (link_decode(tail[0]))
+                tail = link_decode(tail[0]);
+            AO_t old;
+            do {
+                old = AO_load(head);
+                tail[0] = link_encode((void *)old);
+            } while (!AO_compare_and_swap_release(head, old, (AO_t)theirs));
+        }
     }
     /* What was taken less what is kept: the counts stay exact in sum. */
     AO_fetch_and_add(count, n - kept);
