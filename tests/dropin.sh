@@ -107,23 +107,36 @@ run_client() {
 run_client ""
 run_client -DGC_DEBUG
 
+# build_and_run NAME COMPILER SOURCE LIBS...: build tests/dropin/SOURCE
+# against bdwgc (Debian's headers and libraries only) into $work/NAME,
+# run it on bdwgc and on lfgc ($work/NAME.bdw.* and $work/NAME.lf.*), and
+# check that the lfgc run ran on lfgc and printed what the bdwgc run did.
+# Fails (returns 1) when it cannot build or run.
+build_and_run() {
+    name=$1 compiler=$2 source=$3
+    shift 3
+    prog="$work/$name"
+    if ! $compiler -O1 -o "$prog" "$top_srcdir/tests/dropin/$source" "$@" 2>"$work/$name.cc.err"; then
+        cat "$work/$name.cc.err" >&2
+        fail "cannot build tests/dropin/$source against bdwgc"
+        return 1
+    fi
+    "$prog" >"$work/$name.bdw.out" 2>"$work/$name.bdw.err" || { fail "$name failed on bdwgc"; return 1; }
+    LD_LIBRARY_PATH="$libs" "$prog" >"$work/$name.lf.out" 2>"$work/$name.lf.err" ||
+        { fail "$name failed on lfgc: $(head -3 "$work/$name.lf.err")"; return 1; }
+    grep -q '^collector: lfgc$' "$work/$name.lf.err" || fail "$name did not run on lfgc"
+    cmp -s "$work/$name.bdw.out" "$work/$name.lf.out" ||
+        { fail "$name prints differently on lfgc"; diff "$work/$name.bdw.out" "$work/$name.lf.out" >&2; }
+    return 0
+}
+
 # --- 1b. A C++ program built against bdwgc's gc_cpp.h and libgccpp -----
-cxxprog="$work/bdwgc_cpp_client"
-if ! $CXX -O1 -o "$cxxprog" "$top_srcdir/tests/dropin/bdwgc_cpp_client.cc" \
-        -lgccpp -lgc 2>"$work/cxx.err"; then
-    cat "$work/cxx.err" >&2
-    fail "cannot build tests/dropin/bdwgc_cpp_client.cc against bdwgc"
-else
-    "$cxxprog" >"$work/cbdw.out" 2>"$work/cbdw.err" || fail "bdwgc_cpp_client failed on bdwgc"
-    LD_LIBRARY_PATH="$libs" "$cxxprog" >"$work/clf.out" 2>"$work/clf.err" ||
-        fail "bdwgc_cpp_client failed on lfgc: $(cat "$work/clf.err")"
-    grep -q '^collector: lfgc$' "$work/clf.err" || fail "bdwgc_cpp_client did not run on lfgc"
-    cmp -s "$work/cbdw.out" "$work/clf.out" ||
-        { fail "bdwgc_cpp_client prints differently on lfgc"; diff "$work/cbdw.out" "$work/clf.out" >&2; }
-    grep -q '^vector and map intact: yes$' "$work/clf.out" || fail "bdwgc_cpp_client: live data damaged"
-    grep -q '^objects held from plain new intact: yes$' "$work/clf.out" ||
+if build_and_run bdwgc_cpp_client "$CXX" bdwgc_cpp_client.cc -lgccpp -lgc; then
+    out="$work/bdwgc_cpp_client.lf.out"
+    grep -q '^vector and map intact: yes$' "$out" || fail "bdwgc_cpp_client: live data damaged"
+    grep -q '^objects held from plain new intact: yes$' "$out" ||
         fail "bdwgc_cpp_client: objects held only from plain new were freed"
-    grep -q '^plain new gives the collector.s memory: yes$' "$work/clf.out" ||
+    grep -q '^plain new gives the collector.s memory: yes$' "$out" ||
         fail "bdwgc_cpp_client: plain new does not come from libgccpp.so.1"
 fi
 
@@ -132,22 +145,13 @@ fi
 # them, reference GC_on_abort (a copy-relocated variable), GC_printf and
 # the other calls tests/dropin/bdwgc_private.c uses: without them the
 # loader refuses the program.
-pprog="$work/bdwgc_private"
-if ! $CC -O1 -o "$pprog" "$top_srcdir/tests/dropin/bdwgc_private.c" -lgc -ldl 2>"$work/pcc.err"; then
-    cat "$work/pcc.err" >&2
-    fail "cannot build tests/dropin/bdwgc_private.c against bdwgc"
-else
-    "$pprog" >"$work/pbdw.out" 2>"$work/pbdw.err" || fail "bdwgc_private failed on bdwgc"
-    LD_LIBRARY_PATH="$libs" "$pprog" >"$work/plf.out" 2>"$work/plf.err" ||
-        fail "bdwgc_private failed on lfgc: $(head -3 "$work/plf.err")"
-    grep -q '^collector: lfgc$' "$work/plf.err" || fail "bdwgc_private did not run on lfgc"
-    cmp -s "$work/pbdw.out" "$work/plf.out" ||
-        { fail "bdwgc_private prints differently on lfgc"; diff "$work/pbdw.out" "$work/plf.out" >&2; }
-    grep -q ': no$' "$work/plf.out" && fail "bdwgc_private: $(grep ': no$' "$work/plf.out")"
-    test "$(grep -c ': yes$' "$work/plf.out")" = 7 || fail "bdwgc_private: not every check ran"
-    grep -q '^GC_printf: 42 words 1099511627776$' "$work/plf.out" || fail "GC_printf's output is wrong"
+if build_and_run bdwgc_private "$CC" bdwgc_private.c -lgc -ldl; then
+    out="$work/bdwgc_private.lf.out"
+    grep -q ': no$' "$out" && fail "bdwgc_private: $(grep ': no$' "$out")"
+    test "$(grep -c ': yes$' "$out")" = 7 || fail "bdwgc_private: not every check ran"
+    grep -q '^GC_printf: 42 words 1099511627776$' "$out" || fail "GC_printf's output is wrong"
     for w in 'GC_err_printf: 7' 'GC_log_printf: to the log'; do
-        grep -q "^$w\$" "$work/plf.err" || fail "bdwgc_private: '$w' not on stderr"
+        grep -q "^$w\$" "$work/bdwgc_private.lf.err" || fail "bdwgc_private: '$w' not on stderr"
     done
 fi
 

@@ -146,19 +146,30 @@ static void handler(void)
 
 static volatile size_t huge_size = (size_t)1 << 50;
 
+// Whether operator new of huge_size bytes (aligned to align, if not 0)
+// throws std::bad_alloc.
+static bool new_of_huge_throws(size_t align = 0)
+{
+    try {
+        if (align) {
+            void *p = ::operator new(huge_size, std::align_val_t(align));
+            ::operator delete(p, std::align_val_t(align));
+        } else {
+            void *p = ::operator new(huge_size);
+            ::operator delete(p);
+        }
+    } catch (const std::bad_alloc &) {
+        return true;
+    }
+    return false;
+}
+
 Test(malloc_cpp, failure_throws_and_calls_the_handler)
 {
-    bool thrown = false;
-    try {
-        void *p = ::operator new(huge_size);
-        ::operator delete(p);
-    } catch (const std::bad_alloc &) {
-        thrown = true;
-    }
-    cr_assert(thrown, "operator new of 2^50 bytes did not throw std::bad_alloc");
+    cr_assert(new_of_huge_throws(), "operator new of 2^50 bytes did not throw std::bad_alloc");
     handler_calls = 0;
     std::set_new_handler(handler);
-    thrown = false;
+    bool thrown = false;
     try {
         void *p = ::operator new[](huge_size);
         ::operator delete[](p);
@@ -173,14 +184,7 @@ Test(malloc_cpp, failure_throws_and_calls_the_handler)
     std::set_new_handler(handler);
     cr_assert_null(::operator new(huge_size, std::nothrow));
     cr_assert_eq(handler_calls, 1, "nothrow new: handler called %d times", handler_calls);
-    thrown = false;
-    try {
-        void *p = ::operator new(huge_size, std::align_val_t(32));
-        ::operator delete(p, std::align_val_t(32));
-    } catch (const std::bad_alloc &) {
-        thrown = true;
-    }
-    cr_assert(thrown, "aligned operator new did not throw");
+    cr_assert(new_of_huge_throws(32), "aligned operator new did not throw");
 }
 
 // A new handler may throw std::bad_alloc; a nothrow new then returns
@@ -203,13 +207,7 @@ Test(malloc_cpp, nothrow_new_returns_null_when_the_handler_throws)
     cr_assert_null(::operator new(huge_size, std::align_val_t(64), std::nothrow));
     cr_assert_null(::operator new[](huge_size, std::align_val_t(64), std::nothrow));
     cr_assert_eq(throwing_calls, 4, "the handler ran %d times for 4 failures", throwing_calls);
-    bool thrown = false;
-    try {
-        void *p = ::operator new(huge_size);
-        ::operator delete(p);
-    } catch (const std::bad_alloc &) {
-        thrown = true;
-    }
+    bool thrown = new_of_huge_throws();
     cr_assert(thrown && throwing_calls == 5, "plain new: thrown %d, handler calls %d", thrown,
               throwing_calls);
     std::set_new_handler(nullptr);
