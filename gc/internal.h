@@ -247,7 +247,10 @@ struct span {
      * which marked them (cached_bits say which): mark.c unmarks them at
      * the next one. */
     uint8_t cached;
-    uint64_t obj_bytes;     /* large span: bytes scanned and reported by GC_size */
+    /* Large span: bytes scanned and reported by GC_size.  Small span of
+     * malloc's kinds on its class's orphans: the bitmap index at which its
+     * linking resumes (alloc.c, cursor_orphan). */
+    uint64_t obj_bytes;
 };
 
 struct region {
@@ -485,6 +488,10 @@ struct class_kind {
      * sweep_enter/sweep_exit so that no collection sees a list in transit. */
     volatile AO_t remote;
     volatile AO_t remote_count; /* its slots (alloc.c: remote_push)          */
+    /* malloc's kinds: spans taken empty whose linking stopped part way,
+     * when the thread linking them left; the next refill that would take
+     * a span resumes one (alloc.c: cursor_orphan).  Lock held. */
+    struct span *orphans;
 };
 /* Put the free list at head in front of ck's global one, lock held; its
  * length, counted on the way to its tail. */
@@ -813,6 +820,9 @@ void lf_release_idle_spans(bool all);
 #define LARGE_RETAIN_MIN ((uint64_t)1 << 20)
 #define LARGE_RETAIN_MAX ((uint64_t)4 << 20)
 bool lf_large_retained_release(void);
+/* Never-linked slots of class c's orphan spans of kind k (alloc.c:
+ * cursor_orphan), counted as free by mallinfo.  Lock held. */
+uint64_t lf_orphan_slots(unsigned c, unsigned k);
 bool lf_heap_expand(size_t bytes);
 void *lf_oom(size_t bytes);
 

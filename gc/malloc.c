@@ -722,7 +722,8 @@ LFGC_EXPORT struct mallinfo2 lfgc_mallinfo2(void)
             continue;
         if (c < NUM_SMALL_CLASSES) {
             struct class_kind *ck = class_kind_of(c, lf_malloc_small_kind);
-            uint64_t n = ck->free_count + AO_load(&ck->remote_count);
+            uint64_t n = ck->free_count + AO_load(&ck->remote_count) +
+                         lf_orphan_slots(c, lf_malloc_small_kind);
             if (lf_malloc_small_kind == KIND_MALLOC)
                 n += lf_owner_remote_count(c, plain_free_slot);
             free_slots += n;

@@ -10,6 +10,7 @@
 
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include "lfgc_malloc.h"
 
@@ -260,4 +261,87 @@ Test(remote, a_slot_whose_owners_are_gone_is_reused_by_the_thread_that_frees_it)
             free(v[i]);
         cr_assert(found, "round %d: the slot freed after its thread exited was not reused", round);
     }
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads that leave in the middle of a span taken empty                */
+
+enum { OR_THREADS = 20, OR_SIZE = 448 };
+static void *or_obj[OR_THREADS];
+static pthread_barrier_t or_barrier;
+
+static void *allocate_one_and_wait(void *arg)
+{
+    uintptr_t i = (uintptr_t)arg;
+    or_obj[i] = malloc(OR_SIZE);
+    memset(or_obj[i], (int)i + 1, OR_SIZE);
+    pthread_barrier_wait(&or_barrier);     /* all alive at once: groups shared */
+    return NULL;
+}
+
+/* Pages of [lo, hi) that are resident. */
+static int resident_in(uintptr_t lo, uintptr_t hi)
+{
+    unsigned char vec[TU_CHUNK / 4096];
+    cr_assert_eq(mincore((void *)lo, hi - lo, vec), 0, "mincore: %s", strerror(errno));
+    int n = 0;
+    for (size_t i = 0; i < (hi - lo) / 4096; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+/* Each thread takes a span of the class empty and links its first page
+ * or so.  The slots past those were never allocated: they stay untouched
+ * when the thread leaves (linking them then would write every page of
+ * every such span, for every thread that leaves: 96 pages here), and are
+ * all handed out again later, as the spans are carried on by the threads
+ * that need a span of the class. */
+Test(remote, threads_that_leave_mid_span_touch_no_more_of_it)
+{
+    pthread_barrier_init(&or_barrier, NULL, OR_THREADS);
+    pthread_t t[OR_THREADS];
+    for (uintptr_t i = 0; i < OR_THREADS; i++)
+        cr_assert_eq(pthread_create(&t[i], NULL, allocate_one_and_wait, (void *)i), 0);
+    for (int i = 0; i < OR_THREADS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&or_barrier);
+    uintptr_t chunk[OR_THREADS];
+    int chunks = 0, touched = 0;
+    size_t free_slots = 0;
+    for (int i = 0; i < OR_THREADS; i++) {
+        uintptr_t c = (uintptr_t)or_obj[i] & ~(uintptr_t)(TU_CHUNK - 1);
+        bool seen = false;
+        for (int j = 0; j < chunks; j++)
+            seen |= chunk[j] == c;
+        if (seen)
+            continue;
+        chunk[chunks++] = c;
+        touched += resident_in(c + 2 * 4096, c + TU_CHUNK);
+        free_slots += (c + TU_CHUNK + OR_SIZE - 1) / OR_SIZE - (c + OR_SIZE - 1) / OR_SIZE;
+    }
+    free_slots -= OR_THREADS;               /* the threads' objects, live */
+    cr_assert_eq(touched, 0, "%d pages past the first two of the %d spans the threads left "
+                 "are resident", touched, chunks);
+    enum { MINE = 4000 };
+    static void *mine[MINE];
+    size_t in_spans = 0;
+    for (int i = 0; i < MINE; i++) {
+        mine[i] = malloc(OR_SIZE);
+        cr_assert_not_null(mine[i]);
+        memset(mine[i], 0xa5, OR_SIZE);
+        uintptr_t c = (uintptr_t)mine[i] & ~(uintptr_t)(TU_CHUNK - 1);
+        for (int j = 0; j < chunks; j++)
+            in_spans += chunk[j] == c;
+    }
+    cr_assert_eq(in_spans, free_slots, "%zu of the %zu free slots of the spans the threads "
+                 "left were handed out again", in_spans, free_slots);
+    for (int i = 0; i < OR_THREADS; i++) {
+        unsigned char *b = or_obj[i];
+        for (int k = 0; k < OR_SIZE; k++)
+            cr_assert_eq(b[k], (unsigned char)(i + 1), "thread %d's object damaged", i);
+    }
+    for (int i = 0; i < MINE; i++)
+        free(mine[i]);
+    for (int i = 0; i < OR_THREADS; i++)
+        free(or_obj[i]);
 }
