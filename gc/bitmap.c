@@ -1,6 +1,8 @@
 /* bitmap.c: operations on ranges of bits, written once for the mark and
  * allocation bitmaps (one bit per slot, index slot number - q0) and the
- * verifier's scratch maps.  Each walks the range a word at a time. */
+ * verifier's scratch maps.  Each walks the range a word at a time.  They
+ * are in malloc's group of code (LF_MALLOC_TEXT): malloc's span code and
+ * its assertions call them. */
 #include "internal.h"
 
 /* The bits of word w that lie in [from, to), which overlaps it. */
@@ -14,7 +16,7 @@ static inline uint64_t range_mask(uint64_t w, uint64_t from, uint64_t to)
     return m;
 }
 
-bool lf_bits_any(const uint64_t *bits, uint64_t from, uint64_t to)
+LF_MALLOC_TEXT bool lf_bits_any(const uint64_t *bits, uint64_t from, uint64_t to)
 {
     if (from >= to)
         return false;
@@ -24,7 +26,7 @@ bool lf_bits_any(const uint64_t *bits, uint64_t from, uint64_t to)
     return false;
 }
 
-bool lf_bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
+LF_MALLOC_TEXT bool lf_bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
 {
     if (from >= to)
         return true;
@@ -40,7 +42,7 @@ bool lf_bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
  * libgcc's bit-twiddling call: this runs over the whole bitmap after
  * every collection. */
 __attribute__((target("popcnt")))
-size_t lf_bits_count(const uint64_t *bits, uint64_t from, uint64_t to)
+LF_MALLOC_TEXT size_t lf_bits_count(const uint64_t *bits, uint64_t from, uint64_t to)
 {
     size_t n = 0;
     if (from >= to)
@@ -50,7 +52,7 @@ size_t lf_bits_count(const uint64_t *bits, uint64_t from, uint64_t to)
     return n;
 }
 
-void lf_bits_clear(uint64_t *bits, uint64_t from, uint64_t to)
+LF_MALLOC_TEXT void lf_bits_clear(uint64_t *bits, uint64_t from, uint64_t to)
 {
     if (from >= to)
         return;

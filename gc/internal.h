@@ -148,29 +148,32 @@ static inline uint64_t chunk_entry(uint64_t addr)
 {
     return (addr >> CHUNK_SHIFT) * CHUNK_ENTRY;
 }
-static inline bool slot_is_free(const void *slot)
+LF_MALLOC_TEXT static inline bool slot_is_free(const void *slot)
 {
     const uint64_t *w = slot;
     return (w[0] & LINK_TAG) && w[1] == lf_free_canary;
 }
 /* Is p the base of a slot that a span in use owns?  Reads no heap memory,
  * so any word may be tested (assertions, the verifier). */
-static inline bool slot_in_use(const void *p)
+LF_MALLOC_TEXT static inline bool slot_in_use(const void *p)
 {
     return lowfat_is_ptr(p) && lowfat_base(p) == p &&
            lf_chunk_map[chunk_entry((uintptr_t)p)] != 0;
 }
 /* A free-list link from slot p is sound: to nothing, or to a slot in use
  * of the same class (region) and kind (chunk map). */
-static inline bool link_sound(const void *p, const void *next)
+LF_MALLOC_TEXT static inline bool link_sound(const void *p, const void *next)
 {
     return !next || (slot_in_use(next) && lowfat_index(next) == lowfat_index(p) &&
                      lf_chunk_map[chunk_entry((uintptr_t)next)] ==
                      lf_chunk_map[chunk_entry((uintptr_t)p)]);
 }
 /* Take the first slot of a non-empty free list, its link and canary
- * cleared: the one pop every allocation path shares. */
-static inline void **free_list_pop(void **head)
+ * cleared: the one pop every allocation path shares.  These helpers are
+ * in malloc's group of code (LF_MALLOC_TEXT) for builds that do not
+ * inline them: with assertions on, their copies otherwise lay past the
+ * group, where a malloc-only process should never run. */
+LF_MALLOC_TEXT static inline void **free_list_pop(void **head)
 {
     void **p = *head;
     lf_assert(slot_in_use(p));
@@ -180,7 +183,7 @@ static inline void **free_list_pop(void **head)
     p[0] = p[1] = NULL;
     return p;
 }
-static inline void slot_make_free(void *slot, void *next)
+LF_MALLOC_TEXT static inline void slot_make_free(void *slot, void *next)
 {
     lf_assert(slot_in_use(slot));
     lf_assert(link_sound(slot, next));
