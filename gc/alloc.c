@@ -1351,6 +1351,23 @@ LF_MALLOC_TEXT static size_t plain_batches(void)
     return n < 1 ? 1 : n > 4 ? 4 : (size_t)n;
 }
 
+/* Point a thread's cursor at span s of class c from its first slot; the
+ * span's chunks become the thread's group's when `owned`.  Lock held. */
+LF_MALLOC_TEXT static void cursor_start(struct thread_cache *tc, unsigned c,
+                                        struct sweep_cursor *cur, struct span *s, bool owned)
+{
+    struct region *r = &lf_regions[c];
+    uint64_t qa, qb;
+    lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
+    if (owned)
+        chunk_entries_set(lf_free_map, region_chunk_entry(r, span_chunk_index(r, s)),
+                          r->span_chunks, (uint8_t)(1 + c + tc->free_group * FREE_GROUP_STRIDE));
+    cur->span = s;
+    cur->next = qa - r->q0;
+    cur->end = qb - r->q0;
+    cur->head = 0;
+}
+
 /* Refill the calling thread's list of (class, kind).
  * Most refills continue the thread's lazy sweep of a span it claimed, one
  * piece at a time, without the lock and straight into the cache (the
@@ -1482,20 +1499,11 @@ LF_MALLOC_TEXT static void *cache_refill(struct thread_cache *tc, struct kind_ca
             unlock();
             continue;
         }
-        uint64_t qa, qb;
-        lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
-        if (owned)
-            chunk_entries_set(lf_free_map, region_chunk_entry(r, span_chunk_index(r, s)),
-                              r->span_chunks, (uint8_t)(1 + c + tc->free_group * FREE_GROUP_STRIDE));
-        cur->span = s;
-        cur->next = qa - r->q0;
-        cur->end = qb - r->q0;
+        cursor_start(tc, c, cur, s, owned);
         cur->clear = lf_kinds[kind].clear && (!fresh || s->dirty);
         cur->fresh = fresh;
         if (fresh)
             cursor_color(r, c, cur);
-        else
-            cur->head = 0;
         s->dirty = 0;
         unlock();
     }
@@ -1884,20 +1892,12 @@ LF_MALLOC_TEXT static bool cursor_adopt(struct thread_cache *tc, unsigned c, uns
     struct span *s = ck->orphans;
     if (!s)
         return false;
-    struct region *r = &lf_regions[c];
     ck->orphans = s->next;
     s->next = NULL;
-    uint64_t qa, qb;
-    lf_span_slots(r, span_chunk_index(r, s), &qa, &qb);
-    if (owned)
-        chunk_entries_set(lf_free_map, region_chunk_entry(r, span_chunk_index(r, s)),
-                          r->span_chunks, (uint8_t)(1 + c + tc->free_group * FREE_GROUP_STRIDE));
-    cur->span = s;
+    cursor_start(tc, c, cur, s, owned);
     cur->next = s->obj_bytes;
-    cur->end = qb - r->q0;
     cur->clear = false;
     cur->fresh = true;
-    cur->head = 0;
     s->obj_bytes = 0;
     return true;
 }
