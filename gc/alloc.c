@@ -1810,6 +1810,16 @@ void lf_caches_discard(void)
 
 static void kind_cache_mark(struct kind_cache *kc, unsigned kind)
 {
+    /* A span taken empty before leak mode was set is linked in pieces:
+     * the slots its cursor has not reached were never allocated. */
+    if (unlikely(GC_find_leak))
+        for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+            const struct sweep_cursor *cur = &kc->cursor[c];
+            if (cur->span && cur->fresh) {
+                lf_leak_never_allocated(&lf_regions[c], cur->next - cur->head, cur->next);
+                lf_leak_never_allocated(&lf_regions[c], cur->next, cur->end);
+            }
+        }
     /* The spans being swept are classified afresh by this collection. */
     memset(kc->cursor, 0, sizeof kc->cursor);
     bool ptrfree = lf_kinds[kind].ptrfree;

@@ -896,6 +896,11 @@ char *lf_strndup_with(const char *s, size_t n, void *(*alloc)(size_t));
 /* The debugging allocator's check at each collection (debug_alloc.c). */
 void lf_debug_alloc_init(void);
 void lf_leak_collection_on(void);
+/* Slots [from, to) of region r were never allocated: the rest of a span a
+ * thread was linking piece by piece (leak mode set after start-up, so not
+ * taken whole).  A collection in leak mode, world stopped, marks them as
+ * reported, so that they are not. */
+void lf_leak_never_allocated(const struct region *r, uint64_t from, uint64_t to);
 /* GC_set_disable_automatic_collection (compat.c): only explicit
  * collections and those of a heap that cannot grow. */
 extern bool lf_auto_collect_off;

@@ -80,6 +80,12 @@ static void leak_after_mark(void)
     }
 }
 
+void lf_leak_never_allocated(const struct region *r, uint64_t from, uint64_t to)
+{
+    for (uint64_t i = from; i < to; i++)
+        ((uint64_t *)((i + r->q0) * r->size))[1] = leak_stamp();
+}
+
 /* World restarted, lock held: the report, on stderr as bdwgc's. */
 static void leak_after_restart(void)
 {
