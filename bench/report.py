@@ -867,6 +867,11 @@ def write_doc(path, modes, callgrind, callgrind_meta, plots):
           "the others', then allocates, writes and frees objects of that "
           "size; an allocator that hands the freed object back makes the "
           "threads share a cache line.")
+        w("- `threadset`: `malloc_threadset.c`, 4 rounds of 16 threads, each "
+          "replacing random objects of 8 B..32 KiB (log-distributed) among "
+          "1,024 of its own, half from calloc and read before written; the "
+          "threads leave their objects to the main thread, which checks and "
+          "frees them.")
         w("- `gcc`: `gcc -O2 -S` of a generated C file "
           "(`malloc_gencode.py`), run by `malloc_exec.c`, which checks "
           "that the assembly is byte for byte the one gcc wrote with "

@@ -95,7 +95,11 @@ mode_plan() {
     malloc_build malloc_cscratch -pthread
     malloc_case threads cscratch "'$b/malloc_cscratch'" 2 1000 8 "$([ "$q" = 1 ] && echo 5000 || echo 20000)" >>"$plan"
 
-    # 6. Real programs, their output checked against glibc's.
+    # 6. Rounds of threads with working sets of their own, half calloc'ed.
+    malloc_build malloc_threadset -pthread
+    malloc_case threads threadset "'$b/malloc_threadset'" 16 4 "$([ "$q" = 1 ] && echo 1 || echo 4)" >>"$plan"
+
+    # 7. Real programs, their output checked against glibc's.
     malloc_build malloc_exec
     local hash src=$b/gcc-input.c fns=60 rounds=20
     [ "$q" = 1 ] && { fns=20; rounds=8; }
