@@ -29,7 +29,7 @@ static LF_UNSCANNED bool collecting;
 static LF_UNSCANNED lf_hook_fn hooks[LF_HOOK_POINTS][HOOKS_MAX];
 static LF_UNSCANNED unsigned hook_count[LF_HOOK_POINTS];
 
-uint64_t lf_now_ns(void)
+LF_MALLOC_TEXT uint64_t lf_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

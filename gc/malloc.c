@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -448,25 +447,18 @@ static bool scavenge(void);
 static LF_UNSCANNED uint64_t scavenge_next_ns;
 static LF_UNSCANNED uint64_t scavenge_kept, scavenge_released;   /* bytes, by the last one */
 
-LF_MALLOC_TEXT static uint64_t monotonic_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 LF_MALLOC_TEXT static bool scavenge_due(void)
 {
     uint64_t next = __atomic_load_n(&scavenge_next_ns, __ATOMIC_RELAXED);
-    return !next || monotonic_ns() >= next;
+    return !next || lf_now_ns() >= next;
 }
 
 /* Lock held. */
 LF_MALLOC_TEXT static bool scavenge_paced(void)
 {
-    uint64_t t = monotonic_ns();
+    uint64_t t = lf_now_ns();
     bool released = scavenge();
-    uint64_t end = monotonic_ns();
+    uint64_t end = lf_now_ns();
     uint64_t next = scavenge_kept > scavenge_released / 8 ? end + (end - t) * SCAVENGE_SHARE : 0;
     __atomic_store_n(&scavenge_next_ns, next, __ATOMIC_RELAXED);
     return released;
