@@ -369,11 +369,9 @@ static void format_message(char *buf, size_t size, const char *fmt, uintptr_t ar
     buf[at] = 0;
 }
 
-static void write_now(int fd, const char *fmt, uintptr_t arg)
+void lf_write_all(int fd, const char *buf, size_t len)
 {
-    char buf[512];
-    format_message(buf, sizeof buf, fmt, arg);
-    size_t len = strlen(buf), done = 0;
+    size_t done = 0;
     while (done < len) {
         ssize_t n = write(fd, buf + done, len - done);
         if (n <= 0 && errno != EINTR)
@@ -381,6 +379,13 @@ static void write_now(int fd, const char *fmt, uintptr_t arg)
         if (n > 0)
             done += (size_t)n;
     }
+}
+
+static void write_now(int fd, const char *fmt, uintptr_t arg)
+{
+    char buf[512];
+    format_message(buf, sizeof buf, fmt, arg);
+    lf_write_all(fd, buf, strlen(buf));
 }
 
 static void message(bool to_proc, const char *fmt, uintptr_t arg)

@@ -9,7 +9,6 @@
  * - Pointer checks (GC_same_obj, GC_is_visible, ...), statistics,
  *   callbacks, logging. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -330,17 +329,7 @@ static void vprint_to(int fd, const char *fmt, va_list ap)
     int len = vsnprintf(buf, sizeof buf, fmt, ap);
     if (len < 0)
         return;
-    size_t left = (size_t)len < sizeof buf ? (size_t)len : sizeof buf - 1;
-    const char *p = buf;
-    while (left > 0) {
-        ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        p += n;
-        left -= (size_t)n;
-    }
+    lf_write_all(fd, buf, (size_t)len < sizeof buf ? (size_t)len : sizeof buf - 1);
 }
 
 LFGC_EXPORT void GC_printf(const char *fmt, ...)

@@ -887,6 +887,9 @@ LFGC_EXPORT void GC_incr_bytes_allocd(size_t bytes);
 LFGC_EXPORT void GC_incr_bytes_freed(size_t bytes);
 void lf_heap_resized(uint64_t heap_bytes);
 void lf_log(const char *fmt, uintptr_t arg);
+/* Write len bytes of buf to fd, as much as write(2) takes, past EINTR
+ * (api.c). */
+void lf_write_all(int fd, const char *buf, size_t len);
 void lf_messages_flush(void);
 /* Leak-finding mode (leak.c): its collection hooks, at start-up; the
  * environment and the exit check, when collection turns on. */
