@@ -105,8 +105,12 @@ LF_MALLOC_TEXT static bool register_with_uffd(void)
         /* Field by field, as api above. */
         struct uffdio_register reg;
         memset(&reg, 0, sizeof reg);
-        reg.range.start = r->start;
-        reg.range.len = region_end(r) - r->start;
+        /* From the region's base, not its start: the regions are then
+         * registered end to end and the kernel keeps them as one mapping
+         * (one line of /proc/self/maps, not two per class, which glibc's
+         * fortify checks and other readers of that file pay for). */
+        reg.range.start = region_base(r);
+        reg.range.len = LOWFAT_REGION_SIZE;
         reg.mode = UFFDIO_REGISTER_MODE_WP;
         if (ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
             return false;
