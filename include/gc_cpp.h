@@ -29,6 +29,10 @@
 
 #include "gc.h"
 
+/* Throws std::bad_alloc (liblfgccpp).  At global scope, where the library
+ * defines it, also when GC_NAMESPACE puts the rest in namespace boehmgc. */
+void GC_throw_bad_alloc();
+
 #ifdef GC_NAMESPACE
 namespace boehmgc {
 # define GC_NS_QUALIFY(T) boehmgc::T
@@ -46,9 +50,6 @@ enum GCPlacement {
     PointerFreeNoGC
 };
 
-/* Throws std::bad_alloc (liblfgccpp). */
-void GC_throw_bad_alloc();
-
 /* Allocation with placement; raises bad_alloc rather than returning 0. */
 inline void *lfgc_cpp_alloc(std::size_t size, GCPlacement gcp)
 {
@@ -60,7 +61,7 @@ inline void *lfgc_cpp_alloc(std::size_t size, GCPlacement gcp)
     default:              obj = GC_MALLOC_UNCOLLECTABLE(size); break;
     }
     if (!obj)
-        GC_throw_bad_alloc();
+        ::GC_throw_bad_alloc();
     return obj;
 }
 
