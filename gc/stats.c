@@ -114,11 +114,14 @@ static uint64_t total_bytes(void)
 /* As bdwgc's, heap size plus unmapped bytes make the expanded size: a
  * span given back so that another class could take its room is in
  * neither (counted, a program passing through many classes, as bdwgc's
- * gctest does, saw its heap grow by each one). */
+ * gctest does, saw its heap grow by each one); see also span_grow. */
 uint64_t lf_unmapped_bytes(void)
 {
     uint64_t released = load(&lf_hs.released_bytes), passed = load(&lf_hs.passed_bytes);
-    return released > passed ? released - passed : 0;
+    uint64_t target = load(&lf_hs.heap_target), heap = load(&lf_hs.heap_bytes);
+    uint64_t unmapped = released > passed ? released - passed : 0;
+    uint64_t room = target > heap ? target - heap : 0;
+    return unmapped < room ? unmapped : room;
 }
 
 LFGC_EXPORT size_t GC_get_heap_size(void)
