@@ -547,6 +547,14 @@ static void restart_handler(int sig)
 
 static void install_handlers(void)
 {
+    /* One handler would replace the other, and no thread would ever
+     * answer a collection's suspend request: refuse, as bdwgc 8.2 does. */
+    if (thr.sig_suspend == thr.sig_restart) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "lfgc: the thread suspend and restart signals are the same "
+                 "(%d): GC_set_suspend_signal and GC_set_thr_restart_signal need two", thr.sig_suspend);
+        lf_abort(msg);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = suspend_handler;

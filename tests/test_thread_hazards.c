@@ -22,6 +22,8 @@
  *   unregistered_collector_does_not_malloc_while_stopped
  *   join_does_not_drop_a_reused_record   GC_pthread_join vs a record reused
  *   cancelled_in_a_blocking_section   its cleanup handlers run as running code
+ *   same_suspend_and_restart_signal_aborts   at GC_init, as bdwgc 8.2, rather
+ *       than every collection waiting forever for threads to answer
  *
  * This program interposes malloc (section 4) to see who calls it when.
  */
@@ -777,4 +779,30 @@ Test(hazards, cancelled_in_a_blocking_section, .timeout = 60)
     }
     close(p[0]);
     close(p[1]);
+}
+
+/* ------------------------------------------------------------------ */
+/* Misuse of the signals                                               */
+
+static void *ss_thread(void *arg)
+{
+    (void)arg;
+    for (;;)
+        sleep(1);
+    return NULL;
+}
+
+Test(hazards, same_suspend_and_restart_signal_aborts, .signal = SIGABRT, .timeout = 30)
+{
+    GC_set_suspend_signal(SIGUSR1);
+    GC_set_thr_restart_signal(SIGUSR1);
+    cr_assert_eq(GC_get_suspend_signal(), SIGUSR1, "the setter came after GC_init");
+    cr_assert_eq(GC_get_thr_restart_signal(), SIGUSR1);
+    GC_INIT();
+    /* Not reached: with both handlers on one signal, this would wait
+     * forever for a thread that cannot answer. */
+    pthread_t t;
+    cr_assert_eq(GC_pthread_create(&t, NULL, ss_thread, NULL), 0);
+    GC_gcollect();
+    cr_assert_fail("GC_init accepted one signal for suspend and restart");
 }
