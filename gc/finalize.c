@@ -700,15 +700,61 @@ static void disclaim_after_mark(void)
     }
     lf_mark_finish();
     lf_mark_serial(false);
+    AO_store(&lf_disclaim_pending, 1);
 }
 
-/* Lock held, world running: ask each procedure; those that return 0 let
- * their object go now. */
+/* The waiting objects stay marked, so that no sweep hands their slots out
+ * (sweeps read the mark bits without the lock), but to the program they
+ * are unmarked, as bdwgc's are until its sweep reaches them: a procedure
+ * tells a dead object from one the program has found again and marked
+ * with GC_set_mark_bit (a weak map's lookup) by GC_is_marked.  That mark
+ * is bit 0 of the object's entry in fz.disclaimed, which is in address
+ * order (each_disclaim_object). */
+LF_UNSCANNED volatile AO_t lf_disclaim_pending;
+
+/* The entry of fz.disclaimed for the object p points into, or NULL. */
+static uintptr_t *disclaimed_entry(const void *p)
+{
+    uintptr_t base = (uintptr_t)lowfat_base(p);
+    uintptr_t *e = (uintptr_t *)fz.disclaimed;
+    size_t lo = 0, hi = fz.disclaimed_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uintptr_t b = e[mid] & ~(uintptr_t)1;
+        if (b == base)
+            return &e[mid];
+        if (b < base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* The program's mark of waiting object p, after op; -1 when p is not one. */
+int lf_disclaim_mark(const void *p, enum disclaim_mark_op op)
+{
+    uintptr_t *e = disclaimed_entry(p);
+    if (!e)
+        return -1;
+    if (op == DISCLAIM_MARK_SET)
+        __atomic_fetch_or(e, (uintptr_t)1, __ATOMIC_RELAXED);
+    else if (op == DISCLAIM_MARK_CLEAR)
+        __atomic_fetch_and(e, ~(uintptr_t)1, __ATOMIC_RELAXED);
+    return (int)(__atomic_load_n(e, __ATOMIC_RELAXED) & 1);
+}
+
+/* Lock held, world running: ask each procedure, unless the program has
+ * marked its object since; an object whose procedure returns 0 goes now,
+ * the others stay marked until the next collection. */
 static void disclaim_after_restart(void)
 {
     uint64_t ptrful = 0, ptrfree = 0;
+    uintptr_t *e = (uintptr_t *)fz.disclaimed;
     for (size_t i = 0; i < fz.disclaimed_len; i++) {
-        void *obj = fz.disclaimed[i];
+        if (__atomic_load_n(&e[i], __ATOMIC_RELAXED) & 1)
+            continue;
+        void *obj = (void *)e[i];
         unsigned kind = lf_chunk_map[chunk_entry((uintptr_t)obj)] - 1;
         if (fz.disclaim[kind](obj))
             continue;
@@ -716,6 +762,7 @@ static void disclaim_after_restart(void)
         if (lf_free_held(obj))
             *(lf_kinds[kind].ptrfree ? &ptrfree : &ptrful) += bytes;
     }
+    AO_store(&lf_disclaim_pending, 0);
     fz.disclaimed_len = 0;
     lf_policy_discount(ptrful, ptrfree, true);
 }

@@ -1052,6 +1052,11 @@ void lf_finalize_forget(void *p, size_t bytes);  /* GC_free, lock held */
  * the regions' alloc_bits (set by lf_alloc_kind, cleared by frees). */
 extern uint8_t lf_disclaim_tracked[MAX_KINDS];
 void lf_disclaim_track(void *p, bool allocated);
+/* Set while dead objects of disclaim kinds wait for their procedures:
+ * lf_disclaim_mark then answers GC_is_marked and friends for them. */
+extern volatile AO_t lf_disclaim_pending;
+enum disclaim_mark_op { DISCLAIM_MARK_GET, DISCLAIM_MARK_SET, DISCLAIM_MARK_CLEAR };
+int lf_disclaim_mark(const void *p, enum disclaim_mark_op op);
 uint64_t lf_finalize_queued_bytes(void);   /* by the last collection      */
 bool lf_finalize_wants_collection(uint64_t allocd);   /* before growing  */
 

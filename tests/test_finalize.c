@@ -1340,3 +1340,62 @@ Test(fin, disclaim_proc_keeps_or_releases)
     GC_register_disclaim_proc(200, keep_disclaim, 0);
     cr_assert_eq(tu_warn_count, 1, "a kind that does not exist was accepted silently");
 }
+
+/* bdwgc calls a disclaim procedure on an object its collection left
+ * unmarked, before the sweep; a program may mark such an object again in
+ * between (GC_set_mark_bit: a weak map's lookup finding its entry), and a
+ * procedure tells the two apart with GC_is_marked (bdwgc's weak map
+ * tests).  Here the first procedure to run marks the waiting object with
+ * the highest address, whose procedure would run last: it must not run,
+ * and the object must survive until the next collection. */
+#define DM_N 64
+static _Atomic int dm_calls, dm_marked_seen, dm_last_calls, dm_set_seen, dm_bad;
+static GC_hidden_pointer dm_last;
+
+static int dm_proc(void *obj)
+{
+    if (!node_intact(obj, 180))
+        dm_bad++;
+    if (GC_is_marked(obj))
+        dm_marked_seen++;
+    if (tu_hide(obj) == dm_last) {
+        dm_last_calls++;
+    } else if (++dm_calls == 1) {
+        GC_set_mark_bit(GC_REVEAL_POINTER(dm_last));
+        dm_set_seen = GC_is_marked(GC_REVEAL_POINTER(dm_last));
+    }
+    return 0;
+}
+
+static TU_NOINLINE void dm_make(int kind)
+{
+    uintptr_t last = 0;
+    for (int i = 0; i < DM_N; i++) {
+        struct node *n = GC_generic_malloc(sizeof *n, kind);
+        cr_assert_not_null(n);
+        fill(n, 180);
+        if ((uintptr_t)n > last)
+            last = (uintptr_t)n;
+    }
+    dm_last = tu_hide((void *)last);
+}
+
+Test(fin, disclaim_proc_sees_its_object_unmarked_unless_the_program_marked_it)
+{
+    int kind = (int)GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 1);
+    GC_register_disclaim_proc(kind, dm_proc, 1);
+    dm_make(kind);
+    tu_collect();
+    cr_assert_eq(dm_calls, DM_N - 1, "%d procedures ran for %d dead objects", (int)dm_calls,
+                 DM_N - 1);
+    cr_assert_eq(dm_marked_seen, 0, "%d procedures saw their object marked", (int)dm_marked_seen);
+    cr_assert_eq(dm_set_seen, 1, "GC_set_mark_bit on a waiting object did not show");
+    cr_assert_eq(dm_last_calls, 0, "the procedure of an object marked again ran");
+    cr_assert(tu_live(dm_last) && intact(dm_last, 180), "an object marked again was reclaimed");
+    tu_collect();
+    cr_assert_eq(dm_last_calls, 1, "unreachable at the next collection, its procedure ran %d "
+                 "times", (int)dm_last_calls);
+    cr_assert_eq(dm_marked_seen, 0);
+    cr_assert_not(tu_live(dm_last), "released by its procedure, it was kept");
+    cr_assert_eq(dm_bad, 0, "a procedure saw a damaged object");
+}
