@@ -33,6 +33,18 @@
  * defines it, also when GC_NAMESPACE puts the rest in namespace boehmgc. */
 void GC_throw_bad_alloc();
 
+/* What the operators below do when the collector returns NULL, as bdwgc's
+ * header: throw std::bad_alloc, or, with GC_NEW_ABORTS_ON_OOM (programs
+ * built without exceptions), GC_abort_on_oom.  Programs use it in their
+ * own operator new too. */
+#ifndef GC_OP_NEW_OOM_CHECK
+# if defined(GC_NEW_ABORTS_ON_OOM) || defined(_LIBCPP_NO_EXCEPTIONS)
+#  define GC_OP_NEW_OOM_CHECK(obj) do { if (!(obj)) GC_abort_on_oom(); } while (0)
+# else
+#  define GC_OP_NEW_OOM_CHECK(obj) do { if (!(obj)) ::GC_throw_bad_alloc(); } while (0)
+# endif
+#endif
+
 #ifdef GC_NAMESPACE
 namespace boehmgc {
 # define GC_NS_QUALIFY(T) boehmgc::T
@@ -60,8 +72,7 @@ inline void *lfgc_cpp_alloc(std::size_t size, GCPlacement gcp)
     case PointerFreeNoGC: obj = GC_MALLOC_ATOMIC_UNCOLLECTABLE(size); break;
     default:              obj = GC_MALLOC_UNCOLLECTABLE(size); break;
     }
-    if (!obj)
-        ::GC_throw_bad_alloc();
+    GC_OP_NEW_OOM_CHECK(obj);
     return obj;
 }
 

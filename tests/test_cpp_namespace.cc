@@ -132,3 +132,27 @@ Test(cpp_namespace, out_of_memory_throws_bad_alloc)
     }
     cr_assert(thrown, "new (UseGC) of 2^50 bytes did not throw std::bad_alloc");
 }
+
+// bdwgc's macro, which programs use in their own operator new.
+struct Pool {
+    static void *operator new(std::size_t size)
+    {
+        void *obj = GC_MALLOC(size);
+        GC_OP_NEW_OOM_CHECK(obj);
+        return obj;
+    }
+    char bytes[(size_t)1 << 50];
+};
+
+Test(cpp_namespace, op_new_oom_check_throws_bad_alloc)
+{
+    GC_INIT();
+    bool thrown = false;
+    try {
+        Pool *p = new Pool;
+        p->bytes[0] = 1;
+    } catch (const std::bad_alloc &) {
+        thrown = true;
+    }
+    cr_assert(thrown, "GC_OP_NEW_OOM_CHECK did not throw std::bad_alloc");
+}
