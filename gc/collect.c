@@ -417,9 +417,12 @@ LFGC_EXPORT void GC_enable_incremental(void)
     if (generational_by_environment() != 0) {
         lock();
         lf_dirty_init(true);
+        lf_incremental_asked = lf_dirty_enabled();
         unlock();
     }
 }
+
+LF_UNSCANNED bool lf_incremental_asked;
 
 LFGC_EXPORT int GC_is_incremental_mode(void)
 {

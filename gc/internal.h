@@ -1251,6 +1251,10 @@ bool lf_should_collect(void);              /* enough allocated to collect   */
  * allocation): the collection to run first, or COLLECT_NONE to grow (the
  * expanded size raised as needed). */
 enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections);
+/* The program called GC_enable_incremental and the mode is on: as in
+ * bdwgc's incremental mode, the heap it asked for does not defer
+ * collections that are due. */
+extern bool lf_incremental_asked;
 void lf_policy_choose(struct lf_cycle *cy);      /* world stopped, before marking */
 void lf_policy_after(const struct lf_cycle *cy); /* world stopped, spans classified */
 void lf_policy_discount(uint64_t ptrful, uint64_t ptrfree, bool freed);

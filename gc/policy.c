@@ -339,9 +339,12 @@ enum collect_reason lf_policy_before_growth(uint64_t bytes, unsigned collections
          * taken (reused spans are taken first, before this is asked), once
          * the heap is past what the program asked for.  Allocation running
          * on past the rule's point only spreads over more spans: ECL's
-         * peak heap was a third larger than bdwgc's for that. */
+         * peak heap was a third larger than bdwgc's for that.  In
+         * bdwgc's incremental mode, the heap the program asked for
+         * (GC_INITIAL_HEAP_SIZE, GC_expand_hp) defers nothing either. */
         if (collections == 0 && !GC_use_entire_heap && !no_collection &&
-            lf_hs.heap_bytes >= lf_hs.heap_requested && collection_due(overdue_tenths()))
+            (lf_hs.heap_bytes >= lf_hs.heap_requested || lf_incremental_asked) &&
+            collection_due(overdue_tenths()))
             return COLLECT_ALLOCATION;
         return COLLECT_NONE;
     }

@@ -32,6 +32,10 @@
  *   large_objects_of_many_sizes_leave_unmapped_bytes_within_the_expanded_size
  *                                        the same for large objects, whose
  *                                        spans go back to the OS at once
+ *   incremental_mode_asked_for_collects_within_a_requested_heap
+ *                                        as bdwgc's incremental mode, a
+ *                                        heap asked for does not defer
+ *                                        collections that are due
  *   freed_and_reused_slots_leave_collections_due
  *                                        a program that frees one buffer for
  *                                        each it allocates (string building)
@@ -665,6 +669,40 @@ Test(policy, large_objects_of_many_sizes_leave_unmapped_bytes_within_the_expande
     cr_assert_eq(tu_check_bytes(live, 100000, 7), 100000, "the live object changed");
     cr_assert_leq(most, 2 * most_heap, "heap plus unmapped bytes reached %zu KiB for a "
                   "heap of at most %zu KiB", most >> 10, most_heap >> 10);
+}
+
+/* bdwgc defers collections until the heap the program asked for
+ * (GC_INITIAL_HEAP_SIZE, GC_expand_hp) is used, but not in incremental
+ * mode: a program that called GC_enable_incremental and counts on its
+ * finalizers running as it allocates (bdwgc's C++ test) saw none run. */
+static void *volatile inc_keep;
+
+static TU_NOINLINE void inc_garbage(size_t bytes)
+{
+    for (size_t done = 0; done < bytes; done += 64) {
+        uint64_t *p = GC_malloc(64);
+        cr_assert_not_null(p);
+        p[0] = done;
+        p[1] = (uint64_t)(uintptr_t)inc_keep;
+    }
+}
+
+Test(policy, incremental_mode_asked_for_collects_within_a_requested_heap, .timeout = 60)
+{
+    GC_INIT();
+    TU_NEED_MINOR();
+    cr_assert(GC_expand_hp(64 << 20));
+    GC_enable_incremental();
+    cr_assert(GC_is_incremental_mode());
+    unsigned char *live = GC_malloc_atomic(4096);
+    cr_assert_not_null(live);
+    tu_fill_bytes(live, 4096, 9);
+    GC_word gc0 = GC_get_gc_no();
+    inc_garbage(32 << 20);
+    GC_word gcs = GC_get_gc_no() - gc0;
+    cr_assert_geq(gcs, 4, "%lu collections for 32 MB of garbage in incremental mode",
+                  (unsigned long)gcs);
+    cr_assert_eq(tu_check_bytes(live, 4096, 9), 4096, "the live object changed");
 }
 
 Test(policy, freed_and_reused_slots_leave_collections_due, .timeout = 60)
