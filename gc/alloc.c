@@ -1670,6 +1670,10 @@ LFGC_EXPORT void *GC_malloc(size_t bytes)
     return cache_pop(bytes, KIND_NORMAL);
 }
 
+/* This library's own GC_malloc, whatever the loader bound the name to. */
+extern __typeof__(GC_malloc) lf_own_malloc
+    __attribute__((alias("GC_malloc"), copy(GC_malloc), visibility("hidden")));
+
 LFGC_EXPORT void *GC_malloc_atomic(size_t bytes)
 {
     return cache_pop(bytes, KIND_PTRFREE);

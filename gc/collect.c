@@ -84,11 +84,14 @@ static void read_environment(void)
  * collection (see lf_ensure_init). */
 LF_MALLOC_TEXT static void heap_once_fn(void)
 {
+    lf_gc_names_foreign = lf_gc_names_foreign_check();
     lf_threads_init();
     lf_alloc_init();
     lf_mark_init();
-    GC_parallel = (int)lf_mark_markers() - 1;
-    read_environment();
+    if (!lf_gc_names_foreign) {
+        GC_parallel = (int)lf_mark_markers() - 1;
+        read_environment();
+    }
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
     lf_leak_init();

@@ -1213,6 +1213,13 @@ extern struct gc_heap_stats lf_hs;
 extern bool lf_print_stats;
 extern bool lf_gc_initialized;     /* collection on (lf_ensure_init) */
 extern bool lf_heap_initialized;   /* the heap is set up (lf_ensure_heap) */
+/* Another collector's library (bdwgc's libgc.so.1, ahead of liblfgc.so.0
+ * in the loader's order) defines the GC_* names this process resolves:
+ * lfgc serves only malloc here (liblfgc-malloc.so preloaded into a
+ * program built with bdwgc) and leaves that collector's variables alone.
+ * Set when the heap is set up. */
+extern bool lf_gc_names_foreign;
+bool lf_gc_names_foreign_check(void);
 void lf_ensure_heap(void);          /* the heap only: collection stays off */
 void lf_threads_collection_on(void);
 

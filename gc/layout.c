@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/uio.h>
+#include <elf.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -444,4 +446,46 @@ LF_MALLOC_TEXT uint64_t lf_class_of_size(size_t bytes)
     if (c >= NUM_CLASSES || lf_regions[c].magic == 0)
         return NUM_CLASSES;
     return c;
+}
+
+/* ------------------------------------------------------------------ */
+/* Another collector in the process                                    */
+
+LF_UNSCANNED bool lf_gc_names_foreign;
+
+/* Is p in the main program's image?  Its data may hold our variables
+ * (copy relocations of a program built against the drop-in), and its
+ * PLT our functions' canonical addresses.  From the auxiliary vector:
+ * no malloc, no loader lock (this runs at the first malloc, which may
+ * come from inside the loader). */
+LF_MALLOC_TEXT static bool in_main_program(const void *p)
+{
+    const Elf64_Phdr *ph = (const Elf64_Phdr *)getauxval(AT_PHDR);
+    size_t n = getauxval(AT_PHNUM);
+    if (!ph)
+        return false;
+    uintptr_t bias = 0;
+    for (size_t i = 0; i < n; i++)
+        if (ph[i].p_type == PT_PHDR)
+            bias = (uintptr_t)ph - ph[i].p_vaddr;
+    uintptr_t a = (uintptr_t)p;
+    for (size_t i = 0; i < n; i++)
+        if (ph[i].p_type == PT_LOAD && a >= bias + ph[i].p_vaddr &&
+            a < bias + ph[i].p_vaddr + ph[i].p_memsz)
+            return true;
+    return false;
+}
+
+extern int lf_own_parallel;
+extern __typeof__(GC_malloc) lf_own_malloc;
+
+LF_MALLOC_TEXT static bool foreign(const void *bound, const void *own)
+{
+    return bound != own && !in_main_program(bound);
+}
+
+LF_MALLOC_TEXT bool lf_gc_names_foreign_check(void)
+{
+    return foreign(&GC_parallel, &lf_own_parallel) || foreign((const void *)&GC_malloc,
+                                                              (const void *)&lf_own_malloc);
 }

@@ -1034,10 +1034,11 @@ LF_MALLOC_TEXT void lf_threads_init(void)
     /* The thread that initialises is registered: usually the main one,
      * whose base a program may have set in GC_stackbottom (bdwgc's). */
     bool main_thread = getpid() == gettid();
-    uintptr_t bottom = main_thread && GC_stackbottom ? (uintptr_t)GC_stackbottom
-                                                     : stack_bottom_of_self();
+    bool ours = !lf_gc_names_foreign;
+    uintptr_t bottom = main_thread && ours && GC_stackbottom ? (uintptr_t)GC_stackbottom
+                                                             : stack_bottom_of_self();
     register_self(bottom, false);
-    if (main_thread)
+    if (main_thread && ours)
         GC_stackbottom = (char *)bottom;
 }
 
@@ -1318,6 +1319,8 @@ LFGC_EXPORT int GC_get_parallel(void)
 }
 
 LFGC_EXPORT LF_UNSCANNED int GC_parallel;
+/* This library's own GC_parallel, whatever the loader bound the name to. */
+extern int lf_own_parallel __attribute__((alias("GC_parallel"), visibility("hidden")));
 LFGC_EXPORT LF_UNSCANNED char *GC_stackbottom;
 
 LFGC_EXPORT void GC_register_altstack(void *stack_start, GC_word stack_size,

@@ -130,6 +130,19 @@ build_and_run() {
     return 0
 }
 
+# --- 1a. The same program with lfgc's malloc preloaded -----------------
+# bdwgc stays its collector (its libgc.so.1 comes before liblfgc.so.0 in
+# the loader's order, so the GC_* names are bdwgc's) and lfgc serves
+# malloc: lfgc must leave bdwgc's variables alone (it wrote GC_parallel,
+# and bdwgc's first collection crashed: w3m under the preload did).
+"$work/bdwgc_client" >"$work/plain.out" 2>/dev/null || fail "bdwgc_client failed on bdwgc"
+LD_PRELOAD="$libs/liblfgc-malloc.so" "$work/bdwgc_client" >"$work/pre.out" 2>"$work/pre.err" ||
+    fail "bdwgc_client on bdwgc with liblfgc-malloc.so preloaded failed: $(head -3 "$work/pre.err")"
+cmp -s "$work/plain.out" "$work/pre.out" ||
+    { fail "bdwgc_client prints differently with liblfgc-malloc.so preloaded"; diff "$work/plain.out" "$work/pre.out" >&2; }
+grep -q "^maps: .*/x86_64-linux-gnu/libgc.so" "$work/pre.err" || fail "bdwgc's libgc.so.1 not mapped under the preload"
+grep -q "^maps: $libs/liblfgc.so" "$work/pre.err" || fail "liblfgc.so not mapped under the preload"
+
 # --- 1b. A C++ program built against bdwgc's gc_cpp.h and libgccpp -----
 if build_and_run bdwgc_cpp_client "$CXX" bdwgc_cpp_client.cc -lgccpp -lgc; then
     out="$work/bdwgc_cpp_client.lf.out"
