@@ -44,17 +44,27 @@ LF_UNSCANNED_DATA size_t lf_extra_bytes = 1;
 
 static void groups_init(void);
 
-LF_MALLOC_TEXT void lf_alloc_init(void)
+/* What GC_all_interior_pointers decides for the collector's objects: a
+ * byte more for each (so that a pointer just past one keeps it) and
+ * base-only marking.  Malloc's objects take neither. */
+LF_MALLOC_TEXT void lf_interior_setup(void)
 {
     lf_extra_bytes = GC_all_interior_pointers ? 1 : 0;
     lf_base_only = !GC_all_interior_pointers;
+    lf_request_class = lf_malloc_class + lf_extra_bytes;
+}
+
+LF_UNSCANNED bool lf_gc_objects_sized;
+
+LF_MALLOC_TEXT void lf_alloc_init(void)
+{
     unsigned c = 0;
     for (size_t n = 0; n <= SMALL_REQUEST_MAX + 1; n++) {
         while (c + 1 < NUM_CLASSES && lf_regions[c].size < n)
             c++;
         lf_malloc_class[n] = (uint8_t)c;
     }
-    lf_request_class = lf_malloc_class + lf_extra_bytes;
+    lf_interior_setup();
     /* The canary is the free map's address, so that free's fast path
      * has it in the register it reads the map with.  Never a heap
      * address (the map is made after the regions are reserved), and as
@@ -1598,10 +1608,12 @@ static void *alloc_in_class(unsigned c, size_t bytes, unsigned kind)
  * collection off (no signal handler, no fork handler, no thread). */
 static void ensure_init_for(unsigned kind)
 {
-    if (lf_kinds[kind].uncollectable)
+    if (lf_kinds[kind].uncollectable) {
         lf_ensure_heap();
-    else
+        lf_gc_objects_sized = true;
+    } else {
         lf_ensure_init();
+    }
 }
 
 static void *alloc_kind_entered(uintptr_t bytes, uintptr_t kind, uintptr_t unused)

@@ -217,15 +217,19 @@ LFGC_EXPORT int GC_get_no_dls(void) { return GC_no_dls; }
 
 LFGC_EXPORT void GC_set_all_interior_pointers(int v)
 {
-    /* The heap's objects were sized with it: fixed once the heap is set
-     * up, by GC_init or by an uncollectable allocation before it. */
-    if (lf_heap_initialized) {
+    /* The collector's objects are sized with it: fixed by GC_init or by an
+     * uncollectable allocation before it.  Malloc's objects do not depend
+     * on it (a runtime under liblfgc-malloc.so has malloc'ed before it
+     * sets this, as Guile does, and before its GC_init). */
+    if (lf_gc_initialized || lf_gc_objects_sized) {
         if ((v != 0) != (lf_extra_bytes != 0))
-            lf_warn("GC Warning: GC_set_all_interior_pointers(%p) once the heap "
-                 "is set up (GC_init, first allocation): ignored\n", (uintptr_t)v);
+            lf_warn("GC Warning: GC_set_all_interior_pointers(%p) after GC_init or "
+                 "the first allocation: ignored\n", (uintptr_t)v);
         return;
     }
     GC_all_interior_pointers = v;
+    if (lf_heap_initialized)
+        lf_interior_setup();
 }
 
 LFGC_EXPORT int GC_get_all_interior_pointers(void)

@@ -807,6 +807,10 @@ extern const uint8_t *lf_request_class;     /* [SMALL_REQUEST_MAX + 1]: lf_mallo
 extern size_t lf_extra_bytes;
 
 void lf_alloc_init(void);
+void lf_interior_setup(void);
+/* An object of the collector's has been sized (with lf_extra_bytes):
+ * GC_all_interior_pointers is fixed from then on, as from GC_init. */
+extern bool lf_gc_objects_sized;
 void *lf_alloc_kind(size_t bytes, unsigned kind);
 void *lf_base(const void *p);                        /* GC_base */
 void *lf_alloc_aligned(size_t align, size_t bytes, unsigned kind);

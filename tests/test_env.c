@@ -15,6 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lfgc_malloc.h"
+
 extern char **environ;
 
 /* ------------------------------------------------------------------ */
@@ -306,6 +308,28 @@ static int mode_no_interior(void)
     return 0;
 }
 
+/* The same after malloc's objects set the heap up (a runtime under
+ * liblfgc-malloc.so mallocs before it sets this, as Guile does): malloc's
+ * objects do not depend on the setting, so it still takes effect, and
+ * the malloc'ed object is intact. */
+static int mode_no_interior_after_malloc(void)
+{
+    unsigned char *m = lfgc_malloc(1000);
+    if (!m)
+        return 3;
+    memset(m, 0x5c, 1000);
+    GC_set_all_interior_pointers(0);
+    GC_INIT();
+    char *p = GC_malloc(16), *q = GC_malloc(4096);
+    size_t intact = 0;
+    while (intact < 1000 && m[intact] == 0x5c)
+        intact++;
+    printf("size16=%zu size4096=%zu get=%d intact=%zu\n", lowfat_size(p), lowfat_size(q),
+           GC_get_all_interior_pointers(), intact);
+    lfgc_free(m);
+    return 0;
+}
+
 /* Runs before Criterion's main when this program is started as a child. */
 __attribute__((constructor)) static void child_main(void)
 {
@@ -329,6 +353,8 @@ __attribute__((constructor)) static void child_main(void)
         rc = mode_entire();
     else if (!strcmp(mode, "no_interior"))
         rc = mode_no_interior();
+    else if (!strcmp(mode, "no_interior_after_malloc"))
+        rc = mode_no_interior_after_malloc();
     fflush(stdout);
     fflush(stderr);
     _exit(rc);
@@ -620,4 +646,15 @@ Test(env, all_interior_pointers_off_before_init)
     cr_assert_eq(field(&c, "size16"), 16, "with all interior pointers off, a 16-byte "
                  "object is in the %llu-byte class", field(&c, "size16"));
     cr_assert_eq(field(&c, "size4096"), 4096);
+}
+
+Test(env, all_interior_pointers_off_after_malloc_before_init)
+{
+    struct child c;
+    run_child("no_interior_after_malloc", NULL, &c);
+    cr_assert_eq(field(&c, "get"), 0, "GC_set_all_interior_pointers(0) after a malloc was ignored");
+    cr_assert_eq(field(&c, "size16"), 16, "a 16-byte object is in the %llu-byte class",
+                 field(&c, "size16"));
+    cr_assert_eq(field(&c, "size4096"), 4096);
+    cr_assert_eq(field(&c, "intact"), 1000, "the malloc'ed object changed");
 }
