@@ -408,9 +408,18 @@ LF_MALLOC_TEXT bool lf_large_retained_release(void)
     return large_retained_trim(0);
 }
 
+/* The largest large object freed so far, up to LARGE_RETAIN_TOP: as
+ * glibc's mmap threshold rises to the size of a mapped chunk freed, so
+ * that a program cycling buffers of that size (an lzma stream, a 16 MiB
+ * scratch buffer) reuses one from the second cycle on instead of faulting
+ * its pages in at every use. */
+static LF_UNSCANNED uint64_t large_freed_most;
+
 /* Whether a freed large span of `len` bytes keeps its pages.  The budget
- * follows malloc's heap down: after a bulk free the retained pages go
- * too. */
+ * follows malloc's heap down (after a bulk free the retained pages go
+ * too), but not below twice the largest object freed before this one
+ * (glibc trims its heap past twice its mmap threshold): a program cycling
+ * buffers of two sizes keeps both. */
 LF_MALLOC_TEXT static bool large_retain(uint64_t len)
 {
     uint64_t budget = lf_malloc_heap_bytes / 16;
@@ -418,6 +427,10 @@ LF_MALLOC_TEXT static bool large_retain(uint64_t len)
         budget = LARGE_RETAIN_MIN;
     if (budget > LARGE_RETAIN_MAX)
         budget = LARGE_RETAIN_MAX;
+    if (budget < 2 * large_freed_most)
+        budget = 2 * large_freed_most;
+    if (len > large_freed_most && len <= LARGE_RETAIN_TOP)
+        large_freed_most = len;
     if (large_retained + len > budget) {
         large_retained_trim(budget);
         return false;

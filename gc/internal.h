@@ -822,10 +822,12 @@ void lf_sweepers_release(void);
 void lf_span_free(struct region *r, struct span *s);
 void lf_release_idle_spans(bool all);
 /* Freed large malloc'ed objects keep their pages up to malloc's heap / 16,
- * within these bounds; lf_large_retained_release gives them back
- * (alloc.c; lock held). */
+ * within these bounds, or up to the largest one freed before (at most
+ * LARGE_RETAIN_TOP, glibc's largest mmap threshold); lf_large_retained_release
+ * gives them back (alloc.c; lock held). */
 #define LARGE_RETAIN_MIN ((uint64_t)1 << 20)
 #define LARGE_RETAIN_MAX ((uint64_t)4 << 20)
+#define LARGE_RETAIN_TOP ((uint64_t)32 << 20)
 bool lf_large_retained_release(void);
 /* Never-linked slots of class c's orphan spans of kind k (alloc.c:
  * cursor_orphan), counted as free by mallinfo.  Lock held. */
