@@ -476,26 +476,11 @@ LF_MALLOC_TEXT void lf_malloc_remote_pushed(uint64_t bytes)
     }
 }
 
-LF_MALLOC_TEXT static void bits_set(uint64_t *bits, uint64_t i, bool on)
+/* bit_set, in malloc's code group (an inline function may stay out of
+ * line, elsewhere, in a build without optimisation). */
+LF_MALLOC_TEXT static void scratch_bit_set(uint64_t *bits, uint64_t i)
 {
-    if (on)
-        bits[i >> 6] |= 1ull << (i & 63);
-    else
-        bits[i >> 6] &= ~(1ull << (i & 63));
-}
-
-LF_MALLOC_TEXT static bool bits_all(const uint64_t *bits, uint64_t from, uint64_t to)
-{
-    for (uint64_t i = from; i < to; i++)
-        if (!((bits[i >> 6] >> (i & 63)) & 1))
-            return false;
-    return true;
-}
-
-LF_MALLOC_TEXT static void bits_clear(uint64_t *bits, uint64_t from, uint64_t to)
-{
-    for (uint64_t i = from; i < to; i++)
-        bits_set(bits, i, false);
+    bits[i >> 6] |= 1ull << (i & 63);
 }
 
 /* Spans of malloc's small kind whose every slot is on the class's global
@@ -525,18 +510,16 @@ LF_MALLOC_TEXT static bool scavenge(void)
         }
         if (!ck->free)
             continue;
-        uint64_t ours = 0;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
             struct span *s = span_at(r, j);
             if (s->state != SPAN_UNUSED && s->kind == kind) {
                 uint64_t qa, qb;
                 lf_span_slots(r, j, &qa, &qb);
-                bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
-                ours++;
+                lf_bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
             }
         }
         for (void **p = ck->free; p; p = link_decode(p[0]))
-            bits_set(r->mark_bits, lowfat_slot_number(p) - r->q0, true);
+            scratch_bit_set(r->mark_bits, lowfat_slot_number(p) - r->q0);
         uint64_t empty = 0;
         for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
             struct span *s = span_at(r, j);
@@ -545,7 +528,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
                 continue;
             uint64_t qa, qb;
             lf_span_slots(r, j, &qa, &qb);
-            if (bits_all(r->mark_bits, qa - r->q0, qb - r->q0)) {
+            if (lf_bits_all(r->mark_bits, qa - r->q0, qb - r->q0)) {
                 s->old = 1;             /* to go: its slots leave the list */
                 empty++;
             }
@@ -576,7 +559,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
             s->old = 0;
             uint64_t qa, qb;
             lf_span_slots(r, j, &qa, &qb);
-            bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
+            lf_bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
             lf_span_free(r, s);
             lf_malloc_heap_bytes -= CHUNK_SIZE;
             /* lf_span_free pooled it, at the head: give its pages back. */
@@ -587,9 +570,16 @@ LF_MALLOC_TEXT static bool scavenge(void)
         }
     clear:
         scavenge_kept += (uint64_t)ck->free_count * r->size;
-        for (void **p = ck->free; p; p = link_decode(p[0]))
-            bits_set(r->mark_bits, lowfat_slot_number(p) - r->q0, false);
-        (void)ours;
+        /* Span by span, a word at a time: walking the list again would
+         * miss the cache at every slot. */
+        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+            struct span *s = span_at(r, j);
+            if (s->state != SPAN_UNUSED && s->kind == kind) {
+                uint64_t qa, qb;
+                lf_span_slots(r, j, &qa, &qb);
+                lf_bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
+            }
+        }
     }
     return released;
 }
