@@ -483,6 +483,19 @@ LF_MALLOC_TEXT static void scratch_bit_set(uint64_t *bits, uint64_t i)
     bits[i >> 6] |= 1ull << (i & 63);
 }
 
+/* The scratch bits of region r's spans of `kind`, cleared a word at a time. */
+LF_MALLOC_TEXT static void scratch_bits_clear(struct region *r, unsigned kind)
+{
+    for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
+        struct span *s = span_at(r, j);
+        if (s->state != SPAN_UNUSED && s->kind == kind) {
+            uint64_t qa, qb;
+            lf_span_slots(r, j, &qa, &qb);
+            lf_bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
+        }
+    }
+}
+
 /* Spans of malloc's small kind whose every slot is on the class's global
  * list (remote stacks emptied into it) go back to the OS.  Lock held.
  * The mark bits of these spans serve as scratch: malloc's spans are never
@@ -510,14 +523,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
         }
         if (!ck->free)
             continue;
-        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = span_at(r, j);
-            if (s->state != SPAN_UNUSED && s->kind == kind) {
-                uint64_t qa, qb;
-                lf_span_slots(r, j, &qa, &qb);
-                lf_bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
-            }
-        }
+        scratch_bits_clear(r, kind);
         for (void **p = ck->free; p; p = link_decode(p[0]))
             scratch_bit_set(r->mark_bits, lowfat_slot_number(p) - r->q0);
         uint64_t empty = 0;
@@ -570,16 +576,9 @@ LF_MALLOC_TEXT static bool scavenge(void)
         }
     clear:
         scavenge_kept += (uint64_t)ck->free_count * r->size;
-        /* Span by span, a word at a time: walking the list again would
-         * miss the cache at every slot. */
-        for (uint64_t j = 0; j < r->next_chunk; j += r->span_chunks) {
-            struct span *s = span_at(r, j);
-            if (s->state != SPAN_UNUSED && s->kind == kind) {
-                uint64_t qa, qb;
-                lf_span_slots(r, j, &qa, &qb);
-                lf_bits_clear(r->mark_bits, qa - r->q0, qb - r->q0);
-            }
-        }
+        /* Span by span: walking the list again would miss the cache at
+         * every slot. */
+        scratch_bits_clear(r, kind);
     }
     return released;
 }
