@@ -72,7 +72,7 @@ LF_MALLOC_TEXT static int generational_by_environment(void)
 static void read_environment(void)
 {
     lf_policy_init();
-    if (getenv(LF_STR("GC_DONT_GC")))
+    if (getenv(LF_STR("GC_DONT_GC")) && !lf_gc_names_foreign)
         GC_dont_gc = 1;
     if (getenv(LF_STR("GC_PRINT_STATS")))
         lf_print_stats = true;
@@ -88,10 +88,9 @@ LF_MALLOC_TEXT static void heap_once_fn(void)
     lf_threads_init();
     lf_alloc_init();
     lf_mark_init();
-    if (!lf_gc_names_foreign) {
+    if (!lf_gc_names_foreign)
         GC_parallel = (int)lf_mark_markers() - 1;
-        read_environment();
-    }
+    read_environment();
     lf_hook_add(LF_HOOK_AFTER_MARK, lf_finalize_after_mark);
     lf_hook_add(LF_HOOK_AFTER_RESTART, lf_finalize_after_restart);
     lf_leak_init();

@@ -103,11 +103,13 @@ LF_MALLOC_TEXT void lf_policy_init(void)
     bool found;
     lf_hs.heap_target = lf_env_size(LF_STR("GC_INITIAL_HEAP_SIZE"), MIN_EXPANSION, &found);
     lf_hs.heap_requested = lf_hs.heap_target;
-    if (getenv(LF_STR("GC_USE_ENTIRE_HEAP")))
-        GC_use_entire_heap = 1;
     size_t max = lf_env_size(LF_STR("GC_MAXIMUM_HEAP_SIZE"), 0, &found);
     if (found)
         lf_hs.max_heap = max;
+    if (lf_gc_names_foreign)
+        return;                 /* the variables below are another collector's */
+    if (getenv(LF_STR("GC_USE_ENTIRE_HEAP")))
+        GC_use_entire_heap = 1;
     size_t div = lf_env_size(LF_STR("GC_FREE_SPACE_DIVISOR"), 0, &found);
     if (found && div > 0)
         GC_free_space_divisor = div;
