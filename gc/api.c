@@ -261,7 +261,7 @@ LFGC_EXPORT void *GC_call_with_alloc_lock(GC_fn_type fn, void *client_data)
     lf_ensure_init();
     lock();
     void *r = fn(client_data);
-    unlock();
+    lf_unlock_to_caller();
     return r;
 }
 

@@ -1104,6 +1104,8 @@ void lf_caches_each(void (*fn)(struct thread_cache *tc, void *arg), void *arg);
 void lf_cache_return(struct thread_cache *tc);
 void lf_stop_world(void);
 void lf_start_world(void);
+/* The unlock of GC_call_with_alloc_lock and GC_alloc_unlock (threads.c). */
+void lf_unlock_to_caller(void);
 bool lf_world_stopped_by_self(void);       /* between those two, by us */
 void lf_stacks_set_scan_start(const void *sp);   /* see lf_collect() */
 /* Call fn(a, b, c) with the calling thread's entry into the library

@@ -62,6 +62,9 @@ struct thread_rec {
     uint8_t suspended;              /* stopped: its registers are saved */
     uint8_t ext_suspended;          /* by GC_suspend_thread, until resumed */
     uint8_t parked;                 /* in the suspend handler for it      */
+    volatile uint8_t leaving_call;  /* in lf_unlock_to_caller            */
+    volatile uint8_t stop_deferred; /* this stop: 1 its signal came while
+                                       leaving_call, 2 sent again          */
     /* After the fields above, which every thread touches: see struct
      * thread_cache for the order. */
     struct thread_cache cache;
@@ -102,6 +105,8 @@ static LF_UNSCANNED_DATA struct threads_state {
     volatile AO_t acks;             /* threads stopped this time           */
     volatile AO_t world_epoch;      /* one more at each restart: a stopped
                                        thread waits for it to change       */
+    volatile AO_t deferred;         /* threads that put off this stop
+                                       (leaving_call) and await a resend   */
     int external_stop_cancel;       /* GC_stop_world_external's cancel state,
                                        for the matching start; lock held   */
 
@@ -140,6 +145,9 @@ extern void *__libc_stack_end;
 
 /* pause instructions the collector spins on the answers (about 0.1 ms). */
 #define ACK_SPINS 4000
+/* How long a thread that put off a stop runs on after leaving
+ * GC_call_with_alloc_lock before it is signalled again (resend_deferred). */
+#define LEAVE_SPINS 200
 
 /* ------------------------------------------------------------------ */
 /* Records                                                             */
@@ -511,6 +519,16 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
         return;
     }
     ucontext_t *uc = context;
+    bool external = __atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE);
+    /* Inside lf_unlock_to_caller: not yet.  The collector signals again
+     * once the thread has returned to its caller (resend_deferred). */
+    if (me->leaving_call && !external && me->stop_deferred == 0) {
+        me->stop_deferred = 1;
+        AO_fetch_and_add1_full(&thr.deferred);
+        sem_post(&thr.ack_sem);
+        errno = saved_errno;
+        return;
+    }
     /* A stopped thread must not unwind while the collector scans its
      * stack: sigsuspend below is a cancellation point.  (glibc's
      * pthread_setcancelstate is only atomic operations on the thread's
@@ -518,7 +536,6 @@ static void suspend_handler(int sig, siginfo_t *info, void *context)
      * takes effect at nocancel_end, with PTHREAD_CANCELED as the result. */
     int cancel = nocancel_begin();
     AO_t epoch = AO_load_full(&thr.world_epoch);
-    bool external = __atomic_load_n(&me->ext_suspended, __ATOMIC_ACQUIRE);
     memcpy(me->regs, uc->uc_mcontext.gregs, sizeof me->regs);
     /* Below the interrupted stack pointer lies the red zone. */
     me->stack_sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP] - 128;
@@ -579,6 +596,7 @@ static void install_handlers(void)
 }
 
 static void wait_for_acks(unsigned sent);
+static void resend_deferred(void);
 
 /* Set by the thread that stops the world, until it restarts it: its
  * messages then must not take locks a stopped thread may hold. */
@@ -600,6 +618,7 @@ void lf_stop_world(void)
     for (struct thread_rec *t = thr.registry; t; t = t->next) {
         /* One GC_suspend_thread stopped is stopped already. */
         t->suspended = t->ext_suspended;
+        t->stop_deferred = 0;
         if (t == me || t->ext_suspended || state_of(t) != T_RUNNING || t->cache.manual_only)
             continue;
         int err = pthread_kill(t->id, thr.sig_suspend);
@@ -616,6 +635,42 @@ void lf_stop_world(void)
     wait_for_acks(sent);
 }
 
+/* Signal again the threads that put off this stop (suspend_handler),
+ * once each has left GC_call_with_alloc_lock.  It is a few instructions
+ * from there unless descheduled: wait for it, up to a second, then signal
+ * it wherever it is. */
+static void resend_deferred(void)
+{
+    for (struct thread_rec *t = thr.registry; t; t = t->next) {
+        if (t->stop_deferred != 1)
+            continue;
+        struct timespec now, deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += 1;
+        for (unsigned i = 0; t->leaving_call; i++) {
+            if (i < 100) {
+                __builtin_ia32_pause();
+                continue;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec > deadline.tv_sec ||
+                (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+                break;
+            sched_yield();
+        }
+        for (unsigned i = 0; i < LEAVE_SPINS; i++)
+            __builtin_ia32_pause();
+        t->stop_deferred = 2;
+        AO_fetch_and_sub1_full(&thr.deferred);
+        if (pthread_kill(t->id, thr.sig_suspend) != 0) {
+            /* Gone without unregistering, as in lf_stop_world. */
+            t->state = T_FINISHED;
+            t->suspended = 0;
+            AO_fetch_and_add1_full(&thr.acks);
+        }
+    }
+}
+
 /* Wait until `sent` threads answered the suspend signal.  A stopped
  * thread answers within microseconds when it was running: spin before
  * paying for a sleep and a wake-up.  Only the count says who answered;
@@ -625,6 +680,10 @@ static void wait_for_acks(unsigned sent)
     for (unsigned i = 0; i < ACK_SPINS && AO_load_acquire(&thr.acks) < sent; i++)
         __builtin_ia32_pause();
     while (AO_load_acquire(&thr.acks) < sent) {
+        if (AO_load_acquire(&thr.deferred)) {
+            resend_deferred();
+            continue;
+        }
         struct timespec deadline;
         clock_gettime(CLOCK_REALTIME, &deadline);
         deadline.tv_sec += 10;
@@ -652,6 +711,29 @@ void lf_start_world(void)
         }
     tl_world_stopped = false;
     lf_messages_flush();
+}
+
+/* The unlock of GC_call_with_alloc_lock and GC_alloc_unlock.  A caller
+ * may finish right after the call what it began under the lock (Guile
+ * 3.0's VM stack expansion moves the frame pointer under the lock and
+ * sets the stack pointer after it); stopped in between, its state is
+ * inconsistent to its own mark procedures.  The unlock is the long part
+ * of that window: when the collector waits for the lock, the unlock's
+ * futex wake is a system call, and the collector stops the world before
+ * it returns.  A stop that comes while leaving_call is set is put off
+ * until the unlock has returned (suspend_handler, resend_deferred). */
+void lf_unlock_to_caller(void)
+{
+    struct thread_rec *me = tl_self;
+    if (me) {
+        me->leaving_call = 1;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    }
+    unlock();
+    if (me) {
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        me->leaving_call = 0;
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -1261,7 +1343,7 @@ LFGC_EXPORT void GC_alloc_lock(void)
 
 LFGC_EXPORT void GC_alloc_unlock(void)
 {
-    unlock();
+    lf_unlock_to_caller();
 }
 
 /* The end of a blocking section, also when the thread is unwound out of

@@ -24,11 +24,16 @@
  *   cancelled_in_a_blocking_section   its cleanup handlers run as running code
  *   same_suspend_and_restart_signal_aborts   at GC_init, as bdwgc 8.2, rather
  *       than every collection waiting forever for threads to answer
+ *   not_stopped_inside_the_unlock_of_call_with_alloc_lock   a caller that
+ *       finishes after the call what its function began is never seen
+ *       half-way by a collection that waited for the lock
  *
- * This program interposes malloc (section 4) to see who calls it when.
+ * This program interposes malloc (section 4) to see who calls it when,
+ * and pthread_mutex_unlock (section 7) to widen a window.
  */
 #define GC_THREADS
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
+#include "gc_mark.h"
 
 #define NOINLINE __attribute__((noinline))
 
@@ -805,4 +810,115 @@ Test(hazards, same_suspend_and_restart_signal_aborts, .signal = SIGABRT, .timeou
     cr_assert_eq(GC_pthread_create(&t, NULL, ss_thread, NULL), 0);
     GC_gcollect();
     cr_assert_fail("GC_init accepted one signal for suspend and restart");
+}
+
+/* ================================================================== */
+/* 7. A stop while a thread leaves GC_call_with_alloc_lock             */
+
+/* Guile 3.0 moves a thread's VM stack inside GC_call_with_alloc_lock and
+ * sets the stack pointer after the call returns; its mark procedure, run
+ * by a collection that stops the thread in between, walks from the old
+ * stack to the new one.  The collection that does it is the one that
+ * waited for the lock: the unlock's futex wake is a system call, and the
+ * world stops before it returns.  Here the unlock of one thread waits
+ * 300 us after releasing the mutex, as a slow wake would, and a second
+ * thread collects in a loop; a roots callback, run with the world
+ * stopped, looks at the change the first thread finishes after each call. */
+
+/* glibc's own unlock, by its other name (the plain one is this file's). */
+__asm__(".symver glibc_mutex_unlock, __pthread_mutex_unlock@GLIBC_2.2.5");
+extern int glibc_mutex_unlock(pthread_mutex_t *m);
+
+static __thread bool lu_slow;
+
+static void spin_us(long us)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &b);
+    while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+}
+
+static volatile int lu_half;            /* begun under the lock, finished after */
+static volatile int lu_unlocking;       /* in the slow part of the unlock */
+static atomic_long lu_stops, lu_seen_half, lu_overlaps, lu_done;
+static GC_push_other_roots_proc lu_previous;
+
+int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+    int r = glibc_mutex_unlock(m);
+    if (lu_slow) {
+        lu_unlocking = 1;
+        spin_us(300);
+        lu_unlocking = 0;
+    }
+    return r;
+}
+
+/* A collection begins (lock held, world running): count those that come
+ * while the caller is inside its unlock. */
+static void lu_start(void)
+{
+    if (lu_unlocking)
+        atomic_fetch_add(&lu_overlaps, 1);
+}
+
+static void lu_roots(void)
+{
+    atomic_fetch_add(&lu_stops, 1);
+    if (lu_half)
+        atomic_fetch_add(&lu_seen_half, 1);
+    if (lu_previous)
+        lu_previous();
+}
+
+static void *lu_begin(void *arg)
+{
+    lu_half = 1;
+    spin_us(200);                       /* the collector queues for the lock */
+    return arg;
+}
+
+static void *lu_caller(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 2000 && atomic_load(&lu_overlaps) < 40; i++) {
+        lu_slow = true;
+        (void)GC_call_with_alloc_lock(lu_begin, NULL);
+        lu_slow = false;
+        lu_half = 0;
+        spin_us(50);
+    }
+    atomic_store(&lu_done, 1);
+    return NULL;
+}
+
+static void *lu_collector(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&lu_done))
+        GC_gcollect();
+    return NULL;
+}
+
+Test(hazards, not_stopped_inside_the_unlock_of_call_with_alloc_lock, .timeout = 120)
+{
+    GC_INIT();
+    lu_previous = GC_get_push_other_roots();
+    GC_set_push_other_roots(lu_roots);
+    GC_set_start_callback(lu_start);
+    pthread_t a, b;
+    cr_assert_eq(pthread_create(&a, NULL, lu_caller, NULL), 0);
+    cr_assert_eq(pthread_create(&b, NULL, lu_collector, NULL), 0);
+    cr_assert_eq(pthread_join(a, NULL), 0);
+    cr_assert_eq(pthread_join(b, NULL), 0);
+    GC_set_push_other_roots(lu_previous);
+    GC_set_start_callback(NULL);
+    cr_assert_geq(atomic_load(&lu_overlaps), 10,
+                  "only %ld collections began inside the unlock: the window was not tried",
+                  atomic_load(&lu_overlaps));
+    cr_assert_eq(atomic_load(&lu_seen_half), 0,
+                 "%ld of %ld collections stopped the caller inside the unlock, its change half made",
+                 atomic_load(&lu_seen_half), atomic_load(&lu_stops));
 }
