@@ -7,7 +7,10 @@
  * The tests:
  *   pooled_room_passes_between_classes   spans a collection emptied in one
  *                                        class make room for another, with
- *                                        no collection and no growth
+ *                                        no collection and no growth, and
+ *                                        go back to the OS in runs
+ *
+ * This program interposes madvise to count what is given back.
  *   allocating_threads_do_not_widen_the_allocation_between_collections
  *                                        threads allocating garbage at once
  *                                        collect as often as one, in the
@@ -56,6 +59,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +97,20 @@ static TU_NOINLINE void pr_garbage(void)
         cr_assert_not_null(p);
         memset(p, 0xa5, PR_A_SIZE);
     }
+}
+
+/* madvise, interposed for this program: counts the pages given back
+ * while `pr_counting` is set. */
+static atomic_int pr_counting;
+static atomic_long pr_madvise_calls, pr_madvise_bytes;
+
+int madvise(void *addr, size_t len, int advice)
+{
+    if (advice == MADV_DONTNEED && atomic_load(&pr_counting)) {
+        atomic_fetch_add(&pr_madvise_calls, 1);
+        atomic_fetch_add(&pr_madvise_bytes, (long)len);
+    }
+    return (int)syscall(SYS_madvise, addr, len, advice);
 }
 
 static TU_NOINLINE void pr_build(void)
@@ -140,7 +159,9 @@ Test(policy, pooled_room_passes_between_classes, .timeout = 30)
     size_t heap = GC_get_heap_size() + GC_get_unmapped_bytes(), rss = tu_rss_bytes();
     GC_word gc1 = GC_get_gc_no();
 
+    atomic_store(&pr_counting, 1);
     pr_build();
+    atomic_store(&pr_counting, 0);
     GC_word during = GC_get_gc_no() - gc1;
     size_t heap_after = GC_get_heap_size() + GC_get_unmapped_bytes();
     size_t rss_after = tu_rss_bytes();
@@ -153,6 +174,12 @@ Test(policy, pooled_room_passes_between_classes, .timeout = 30)
     /* ... and A's pages were given back as B needed room. */
     cr_assert_lt(rss_after, rss + 3 * MiB, "RSS grew by %zu KiB for B's 4 MiB",
                  (rss_after - rss) >> 10);
+    /* ... in runs of A's spans, a system call each: every madvise of a
+     * threaded process flushes the TLB of each CPU it runs on. */
+    long calls = atomic_load(&pr_madvise_calls), bytes = atomic_load(&pr_madvise_bytes);
+    cr_assert_gt(bytes, 2 * MiB, "only %ld KiB given back for B", bytes >> 10);
+    cr_assert_geq(bytes / calls, 128 << 10, "%ld madvise calls for %ld KiB: %ld KiB a call",
+                  calls, bytes >> 10, (bytes / calls) >> 10);
     cr_assert_eq(pr_check(), PR_B_NODES, "B's list is damaged at node %zu", pr_check());
     tu_collect();
     cr_assert_eq(pr_check(), PR_B_NODES, "B's list is damaged at node %zu", pr_check());
