@@ -828,6 +828,9 @@ void lf_release_idle_spans(bool all);
 #define LARGE_RETAIN_MIN ((uint64_t)1 << 20)
 #define LARGE_RETAIN_MAX ((uint64_t)4 << 20)
 #define LARGE_RETAIN_TOP ((uint64_t)32 << 20)
+/* Past the budget, freed spans of up to this many bytes stay until they
+ * make this many, then go back together, in one system call. */
+#define LARGE_RELEASE_BATCH ((uint64_t)1 << 20)
 bool lf_large_retained_release(void);
 /* Never-linked slots of class c's orphan spans of kind k (alloc.c:
  * cursor_orphan), counted as free by mallinfo.  Lock held. */
