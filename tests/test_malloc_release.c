@@ -67,7 +67,7 @@ static size_t resident_pages(void *const *v, size_t n, size_t size)
 Test(malloc_release, a_bulk_free_of_large_objects_gives_pages_back_in_batches)
 {
     if (!batched_release_works())
-        cr_skip("this kernel has no process_madvise(PIDFD_SELF, MADV_DONTNEED) (Linux 6.14): "
+        TU_SKIP("this kernel has no process_madvise(PIDFD_SELF, MADV_DONTNEED) (Linux 6.14): "
                 "each range is given back by a madvise of its own");
     enum { N = 2048, SIZE = 32 << 10 };
     static void *v[N];
