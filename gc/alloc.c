@@ -402,6 +402,7 @@ LF_MALLOC_TEXT static void pages_release_flush(void)
     if (!n)
         return;
     release_count = 0;
+    int saved_errno = errno;            /* free keeps errno, as glibc's does */
     long done = -1;
     if (n > 1 && !release_one_by_one) {
         done = syscall(SYS_process_madvise, PIDFD_SELF_PROCESS_, release_ranges, n,
@@ -421,6 +422,7 @@ LF_MALLOC_TEXT static void pages_release_flush(void)
         madvise((char *)release_ranges[i].iov_base + skip, len - skip, MADV_DONTNEED);
         skip = 0;
     }
+    errno = saved_errno;
 }
 
 LF_MALLOC_TEXT static void pages_release_add(uint64_t base, uint64_t len)

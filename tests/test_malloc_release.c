@@ -11,8 +11,12 @@
  */
 #include "test_util.h"
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -122,4 +126,47 @@ Test(malloc_release, freed_large_objects_past_the_budget_go_back)
                   "resident", resident * 4, N, SIZE >> 10);
     cr_assert_eq(malloc_trim(0), 1, "malloc_trim gave nothing back");
     cr_assert_eq(resident_pages(v, N, SIZE), 0, "malloc_trim kept pages of freed objects");
+}
+
+/* Where process_madvise fails (a seccomp filter that refuses it, an
+ * older kernel), the batch goes back one madvise a range, and free still
+ * keeps errno, as glibc's does.  The filter here makes the call fail
+ * with EPERM, as Docker's default profile does for calls it does not
+ * know. */
+static void refuse_process_madvise(void)
+{
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { .len = sizeof code / sizeof code[0], .filter = code };
+    cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+    cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0), 0, "seccomp: %s",
+                 strerror(errno));
+}
+
+Test(malloc_release, refused_batches_go_back_range_by_range_and_free_keeps_errno)
+{
+    enum { N = 1024, SIZE = 32 << 10 };
+    static void *v[N];
+    malloc_trim(0);
+    for (int i = 0; i < N; i++) {
+        v[i] = malloc(SIZE);
+        cr_assert_not_null(v[i]);
+        memset(v[i], 0x3c, SIZE);
+    }
+    refuse_process_madvise();
+    long before = dontneed_calls;
+    for (int i = 0; i < N; i++) {
+        errno = 4242;
+        free(v[i]);
+        cr_assert_eq(errno, 4242, "free of object %d changed errno to %d", i, errno);
+    }
+    cr_assert_gt(dontneed_calls - before, N / 2, "the pages went back in %ld madvise calls",
+                 dontneed_calls - before);
+    size_t resident = resident_pages(v, N, SIZE);
+    cr_assert_leq(resident * 4096, 6 * MiB, "%zu KiB of %d freed objects of %d KiB still "
+                  "resident", resident * 4, N, SIZE >> 10);
 }
