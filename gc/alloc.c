@@ -567,32 +567,45 @@ LF_MALLOC_TEXT static bool chunk_in_use(const struct region *r, uint64_t j)
 
 /* Give a pooled small span's pages back to the OS; the caller has taken
  * it off the pool.  Returns the bytes it counted for in the heap. */
-LF_MALLOC_TEXT uint64_t lf_span_release(struct region *r, struct span *s)
+/* Give back the pages of the pooled spans run[0..n), which lie in
+ * consecutive chunks and which the caller took off the pool, in one
+ * madvise, and put them on the released list.  Returns the bytes they
+ * counted for in the heap. */
+LF_MALLOC_TEXT static uint64_t spans_release(struct region *r, struct span *const *run, unsigned n)
 {
-    uint64_t j = span_chunk_index(r, s), qa, qb;
-    lf_span_slots(r, j, &qa, &qb);
-    /* The span owns the bytes of its slots, which may run into the next
+    uint64_t ja = span_chunk_index(r, run[0]), jb = ja + (uint64_t)n * r->span_chunks, qa, qb;
+    /* A span owns the bytes of its slots, which may run into the next
      * chunk.  A slot that straddles a chunk boundary puts a page in two
      * spans: that page goes when the other span holds nothing, else it
      * keeps the other's data (a page of every chunk of most small
-     * classes stayed resident when it always did). */
+     * classes stayed resident when it always did).  Between two spans of
+     * the run, it goes. */
+    lf_span_slots(r, ja, &qa, &qb);
+    uint64_t first = qa * r->size;
+    lf_span_slots(r, jb - r->span_chunks, &qa, &qb);
+    uint64_t end = qb * r->size;
     uint64_t page_mask = ~(uint64_t)(PAGE_SIZE - 1);
-    uint64_t first = qa * r->size, end = qb * r->size;
-    uint64_t lo = j > 0 && !chunk_in_use(r, j - 1) ? first & page_mask
-                                                   : (first + PAGE_SIZE - 1) & page_mask;
-    uint64_t hi = !chunk_in_use(r, j + r->span_chunks) ? (end + PAGE_SIZE - 1) & page_mask
-                                                       : end & page_mask;
+    uint64_t lo = ja > 0 && !chunk_in_use(r, ja - 1) ? first & page_mask
+                                                     : (first + PAGE_SIZE - 1) & page_mask;
+    uint64_t hi = !chunk_in_use(r, jb) ? (end + PAGE_SIZE - 1) & page_mask : end & page_mask;
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    /* Pages shared with a neighbour in use kept their data. */
-    s->dirty = 1;
     uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
-    lf_assert(s->state == SPAN_UNUSED && lf_hs.heap_bytes >= bytes);
-    lf_hs.heap_bytes -= bytes;
-    lf_hs.released_bytes += bytes;
-    s->next = r->released;
-    r->released = s;
-    return bytes;
+    for (unsigned i = 0; i < n; i++) {
+        struct span *s = run[i];
+        lf_assert(s->state == SPAN_UNUSED && lf_hs.heap_bytes >= bytes);
+        s->dirty = 1;                   /* pages shared with a span in use kept data */
+        lf_hs.heap_bytes -= bytes;
+        lf_hs.released_bytes += bytes;
+        s->next = r->released;
+        r->released = s;
+    }
+    return bytes * n;
+}
+
+LF_MALLOC_TEXT uint64_t lf_span_release(struct region *r, struct span *s)
+{
+    return spans_release(r, &s, 1);
 }
 
 void lf_release_idle_spans(bool all)
@@ -630,34 +643,13 @@ static uint64_t pool_run_release(struct region *r)
 {
     struct span *run[RUN_SPANS_MAX];
     unsigned n = 0;
-    uint64_t ja = span_chunk_index(r, r->pool), jb = ja;
-    while (n < RUN_SPANS_MAX && r->pool && span_chunk_index(r, r->pool) == jb) {
+    uint64_t next = span_chunk_index(r, r->pool);
+    while (n < RUN_SPANS_MAX && r->pool && span_chunk_index(r, r->pool) == next) {
         run[n++] = r->pool;
         r->pool = r->pool->next;
-        jb += r->span_chunks;
+        next += r->span_chunks;
     }
-    uint64_t qa, qb, first, end;
-    lf_span_slots(r, ja, &qa, &qb);
-    first = qa * r->size;
-    lf_span_slots(r, jb - r->span_chunks, &qa, &qb);
-    end = qb * r->size;
-    uint64_t page_mask = ~(uint64_t)(PAGE_SIZE - 1);
-    uint64_t lo = ja > 0 && !chunk_in_use(r, ja - 1) ? first & page_mask
-                                                     : (first + PAGE_SIZE - 1) & page_mask;
-    uint64_t hi = !chunk_in_use(r, jb) ? (end + PAGE_SIZE - 1) & page_mask : end & page_mask;
-    if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
-    for (unsigned i = 0; i < n; i++) {
-        struct span *s = run[i];
-        lf_assert(s->state == SPAN_UNUSED && lf_hs.heap_bytes >= bytes);
-        s->dirty = 1;                   /* pages shared with a span in use kept data */
-        lf_hs.heap_bytes -= bytes;
-        lf_hs.released_bytes += bytes;
-        s->next = r->released;
-        r->released = s;
-    }
-    return bytes * n;
+    return spans_release(r, run, n);
 }
 
 /* The heap must grow by `bytes` past its expanded size while other
