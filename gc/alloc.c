@@ -2263,7 +2263,7 @@ LF_MALLOC_TEXT static bool check_base(void *p, struct region **rp, struct span *
     }
     struct region *r = region_of(p);
     void *base = lowfat_base(p);
-    if (!r->mapped || (uintptr_t)p >= r->usable_end || !lf_chunk_map[chunk_entry((uintptr_t)base)]) {
+    if (!r->mapped || (uintptr_t)p >= r->usable_end || !chunk_kind(r, (uintptr_t)base)) {
         if (r->mapped && (uintptr_t)p >= r->start &&
             (uintptr_t)p < lowfat_heap_top[lowfat_index(p)])
             lf_warn("GC Warning: free or realloc of %p: the object was already freed; ignored\n",

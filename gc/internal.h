@@ -142,7 +142,8 @@ static inline void *link_encode(void *next) { return (void *)((uintptr_t)next ^ 
 static inline void *link_decode(void *word) { return (void *)((uintptr_t)word ^ LINK_TAG); }
 extern uint64_t lf_free_canary;
 extern uint8_t *lf_chunk_map;           /* see Layout below */
-/* Where a chunk's bytes are in the chunk and free maps (Layout below). */
+/* Where a chunk's bytes are in the chunk and free maps (Layout below);
+ * chunk_kind (Layout) is the lookup for words that may be anything. */
 #define CHUNK_ENTRY 2
 static inline uint64_t chunk_entry(uint64_t addr)
 {
@@ -313,6 +314,17 @@ static inline uint64_t region_chunk_entry(const struct region *r, uint64_t j)
 {
     return chunk_entry(r->start) + j * CHUNK_ENTRY;
 }
+/* The chunk map's byte for slot base `base` of region r (1 + kind, 0: no
+ * span in use owns it), for a word that may be anything: outside the
+ * chunks handed out the map is not read, so that such words make none of
+ * its untouched pages resident (a read maps one: the zero page, or on
+ * some kernels a fresh page, per 64 MiB of region probed).  The marker
+ * tests words of roots, stacks and mark procedures this way, not those of
+ * heap objects (mark.c, mark_word_in). */
+static inline unsigned chunk_kind(const struct region *r, uint64_t base)
+{
+    return base - r->start < r->next_chunk << CHUNK_SHIFT ? lf_chunk_map[chunk_entry(base)] : 0;
+}
 extern bool lf_layout_ok;
 /* Another copy of lfgc owned the heap when this one loaded: this copy
  * must not act (see "One instance per process" in docs/design.md). */
@@ -365,7 +377,7 @@ static inline bool lf_object_of(const void *p, struct region **rp, uint64_t *qp)
         return false;
     struct region *r = &lf_regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)(uintptr_t)p * r->magic) >> 64);
-    if (q < r->q0 || !lf_chunk_map[chunk_entry(q * r->size)])
+    if (q < r->q0 || !chunk_kind(r, q * r->size))
         return false;
     *rp = r;
     *qp = q;

@@ -113,8 +113,7 @@ LF_MALLOC_TEXT static const char *classify(const void *p, struct region **rp, co
     }
     struct region *r = region_of(p);
     const void *base = lowfat_base(p);
-    if (!r->mapped || (uintptr_t)p >= r->usable_end ||
-        !lf_chunk_map[chunk_entry((uintptr_t)base)])
+    if (!r->mapped || (uintptr_t)p >= r->usable_end || !chunk_kind(r, (uintptr_t)base))
         return "no allocated object there (already freed, or never allocated)";
     if (base != p) {
         *basep = base;

@@ -261,10 +261,15 @@ static inline uintptr_t object_end(uintptr_t base)
 /* The heart of the collector: one candidate word.  Returns the new top of
  * the mark stack, which the callers keep in a register.  `atomic` and
  * `base_only` (interior pointers off: lf_base_only) are constants at the
- * hot call sites: the default copies carry no offset check at all. */
+ * hot call sites: the default copies carry no offset check at all.
+ * `bounded`, for words of roots, stacks and mark procedures (where most
+ * numbers that are no pointers are), looks a word up in the chunk map
+ * only within the chunks handed out (chunk_kind), so that such words make
+ * no page of it resident; words of heap objects skip that test, two
+ * instructions of the marker's per-word path. */
 static inline __attribute__((always_inline)) uintptr_t *
-mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
-          const bool base_only)
+mark_word_in(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
+             const bool base_only, const bool bounded)
 {
     uint64_t c = (w >> LOWFAT_REGION_SHIFT) - LOWFAT_FIRST_REGION;
     if (c >= NUM_CLASSES)
@@ -272,7 +277,7 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
     const struct region *r = &lf_regions[c];
     uint64_t q = (uint64_t)(((unsigned __int128)w * r->magic) >> 64);
     uint64_t base = q * r->size;
-    unsigned k = lf_chunk_map[chunk_entry(base)];
+    unsigned k = bounded ? chunk_kind(r, base) : lf_chunk_map[chunk_entry(base)];
     if (unlikely(!k)) {
         /* No span in use owns that slot: not a pointer, but it would pin
          * what is allocated there later (blacklist.c). */
@@ -312,12 +317,26 @@ mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
 }
 
 static inline __attribute__((always_inline)) uintptr_t *
+mark_word(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
+          const bool base_only)
+{
+    return mark_word_in(m, w, top, atomic, base_only, false);
+}
+
+static inline __attribute__((always_inline)) uintptr_t *
+scan_words_in(struct marker *m, uintptr_t lo, uintptr_t hi, uintptr_t *top, const bool atomic,
+              const bool base_only, const bool bounded)
+{
+    for (const uintptr_t *p = (const uintptr_t *)lo; (uintptr_t)(p + 1) <= hi; p++)
+        top = mark_word_in(m, *p, top, atomic, base_only, bounded);
+    return top;
+}
+
+static inline __attribute__((always_inline)) uintptr_t *
 scan_words(struct marker *m, uintptr_t lo, uintptr_t hi, uintptr_t *top, const bool atomic,
            const bool base_only)
 {
-    for (const uintptr_t *p = (const uintptr_t *)lo; (uintptr_t)(p + 1) <= hi; p++)
-        top = mark_word(m, *p, top, atomic, base_only);
-    return top;
+    return scan_words_in(m, lo, hi, top, atomic, base_only, false);
 }
 
 /* ------------------------------------------------------------------ */
@@ -356,8 +375,8 @@ LFGC_EXPORT struct GC_ms_entry *GC_mark_and_push(void *obj, struct GC_ms_entry *
     if (unlikely(!m || msp != (struct GC_ms_entry *)m))
         lf_abort("lfgc: GC_mark_and_push called outside a mark procedure, or with a "
                  "mark-stack pointer its procedure was not given");
-    m->top = m->atomic ? mark_word(m, (uintptr_t)obj, m->top, true, lf_base_only)
-                       : mark_word(m, (uintptr_t)obj, m->top, false, lf_base_only);
+    m->top = m->atomic ? mark_word_in(m, (uintptr_t)obj, m->top, true, lf_base_only, true)
+                       : mark_word_in(m, (uintptr_t)obj, m->top, false, lf_base_only, true);
     return msp;
 }
 
@@ -982,8 +1001,8 @@ void lf_mark_range(const void *lo, const void *hi)
     /* Scan in slices and drain as we go, so that the stack stays small. */
     while (a < b) {
         uintptr_t end = b - a > 65536 ? a + 65536 : b;
-        m->top = marking.parallel_now ? scan_words(m, a, end, m->top, true, lf_base_only)
-                              : scan_words(m, a, end, m->top, false, lf_base_only);
+        m->top = marking.parallel_now ? scan_words_in(m, a, end, m->top, true, lf_base_only, true)
+                              : scan_words_in(m, a, end, m->top, false, lf_base_only, true);
         drain(m);
         a = end;
     }
@@ -1005,11 +1024,11 @@ void lf_mark_stack_range(const void *lo, const void *hi)
         uintptr_t w = *p;
         if (lowfat_is_ptr((void *)w)) {
             uintptr_t base = (uintptr_t)lowfat_base((void *)w);
-            if (lf_chunk_map[chunk_entry(base)])
+            if (chunk_kind(region_of((void *)w), base))
                 w = base;
         }
-        m->top = marking.parallel_now ? mark_word(m, w, m->top, true, false)
-                              : mark_word(m, w, m->top, false, false);
+        m->top = marking.parallel_now ? mark_word_in(m, w, m->top, true, false, true)
+                              : mark_word_in(m, w, m->top, false, false, true);
         if (n % 8192 == 0)
             drain(m);
     }

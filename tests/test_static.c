@@ -486,6 +486,96 @@ Test(metadata, blacklist_pages_only_where_words_hit)
         keep[c] = NULL;
 }
 
+/* Resident pages of the chunk map over [lo, hi) of the address space. */
+static size_t chunk_map_resident(uint64_t lo, uint64_t hi)
+{
+    uintptr_t a = (uintptr_t)&lf_chunk_map[chunk_entry(lo)] & ~(uintptr_t)(PAGE_SIZE - 1);
+    uintptr_t b = (uintptr_t)&lf_chunk_map[chunk_entry(hi)];
+    size_t pages = (b - a + PAGE_SIZE - 1) / PAGE_SIZE;
+    unsigned char *v = malloc(pages);
+    cr_assert_not_null(v);
+    cr_assert_eq(mincore((void *)a, pages * PAGE_SIZE, v), 0, "mincore: %s", strerror(errno));
+    size_t n = 0;
+    for (size_t i = 0; i < pages; i++)
+        n += v[i] & 1;
+    free(v);
+    return n;
+}
+
+/* Words that land in a region past its frontier (data that is no
+ * pointer, pointer-sized numbers) must not make pages of the chunk map
+ * resident: a page covers 64 MiB of a region, and reading it maps one
+ * (the zero page, or on some kernels a fresh page).  Words are planted
+ * in a root, one per 64 MiB of class 4's region past its frontier, and in
+ * its first page: the latter still pins the object it points to. */
+#define FAR_WORDS 256
+static uintptr_t far_words[FAR_WORDS + 1];
+
+Test(metadata, words_past_a_region_s_frontier_read_no_chunk_map)
+{
+    GC_INIT();
+    const unsigned c = 4;
+    const struct region *r = &lf_regions[c];
+    void **kept = GC_malloc(r->size - 1);
+    cr_assert_not_null(kept);
+    cr_assert_eq(lowfat_index(kept) - LOWFAT_FIRST_REGION, c);
+    kept[0] = kept;
+    uint64_t window = (uint64_t)PAGE_SIZE / CHUNK_ENTRY * CHUNK_SIZE;   /* a page's worth */
+    uint64_t from = (r->start + ((r->next_chunk + 1) << CHUNK_SHIFT) + 2 * window) & ~(window - 1);
+    cr_assert_lt(from + FAR_WORDS * window, r->usable_end, "region too small for the test");
+    size_t before = chunk_map_resident(from, from + FAR_WORDS * window);
+    for (unsigned i = 0; i < FAR_WORDS; i++)
+        far_words[i] = from + i * window + 8 * r->size + 8;
+    far_words[FAR_WORDS] = (uintptr_t)kept + 8;
+    GC_add_roots(far_words, far_words + FAR_WORDS + 1);
+    uintptr_t hidden = (uintptr_t)GC_HIDE_POINTER(kept);
+    kept = NULL;
+    GC_gcollect();
+    GC_gcollect();
+    size_t after = chunk_map_resident(from, from + FAR_WORDS * window);
+    cr_assert_leq(after, before + 2, "%zu pages of the chunk map resident past the frontier after "
+                  "two collections, %zu before", after, before);
+    void **back = GC_REVEAL_POINTER(hidden);
+    cr_assert_eq(back[0], (void *)back, "the object a root points into was not kept");
+    GC_remove_roots(far_words, far_words + FAR_WORDS + 1);
+}
+
+/* With interior pointers off, stack words are first taken to their
+ * object's base (lf_mark_stack_range): the same holds there. */
+static TU_NOINLINE size_t far_stack_words_collect(uint64_t from, uint64_t window)
+{
+    volatile uintptr_t words[FAR_WORDS];
+    for (unsigned i = 0; i < FAR_WORDS; i++)
+        words[i] = from + i * window + 24;
+    GC_gcollect();
+    uintptr_t sum = 0;
+    for (unsigned i = 0; i < FAR_WORDS; i++)
+        sum += words[i];
+    return (size_t)sum;
+}
+
+Test(metadata, stack_words_past_a_region_s_frontier_read_no_chunk_map)
+{
+    GC_set_all_interior_pointers(0);
+    GC_INIT();
+    cr_assert(lf_base_only, "interior pointers are still on");
+    const unsigned c = 4;
+    const struct region *r = &lf_regions[c];
+    void **kept = GC_malloc(r->size);
+    cr_assert_not_null(kept);
+    cr_assert_eq(lowfat_index(kept) - LOWFAT_FIRST_REGION, c);
+    kept[1] = kept;
+    uint64_t window = (uint64_t)PAGE_SIZE / CHUNK_ENTRY * CHUNK_SIZE;
+    uint64_t from = (r->start + ((r->next_chunk + 1) << CHUNK_SHIFT) + 2 * window) & ~(window - 1);
+    cr_assert_lt(from + FAR_WORDS * window, r->usable_end, "region too small for the test");
+    size_t before = chunk_map_resident(from, from + FAR_WORDS * window);
+    far_stack_words_collect(from, window);
+    size_t after = chunk_map_resident(from, from + FAR_WORDS * window);
+    cr_assert_leq(after, before + 2, "%zu pages of the chunk map resident past the frontier after "
+                  "a collection, %zu before", after, before);
+    cr_assert_eq(kept[1], (void *)kept, "an object the stack points to was not kept");
+}
+
 /* lf_blacklisted keeps, per region, whether the page of the map holding
  * its first chunk's entry is resident.  A class's chunks start some MiB
  * into its region, so its first 4096 chunks' entries can run onto the
