@@ -57,8 +57,23 @@ struct table {
     size_t icap;                /* a power of two, or 0                    */
     unsigned ishift;            /* 64 - log2(icap)                         */
     size_t peak;                /* most entries since the last compaction  */
+    size_t touched;             /* most entries since pages were given back */
     size_t dead;                /* entries marked KEY_DEAD, not yet gone   */
 };
+
+/* Pages of a table's columns, of the queue, beyond what it holds, are
+ * given back once they are at least this many: a table that swings by
+ * less keeps them for its next entries. */
+#define RELEASE_MIN_PAGES 16
+
+/* Give back the whole pages of [lo, hi) bytes past p, if enough. */
+static void pages_release_past(void *p, size_t lo, size_t hi)
+{
+    lo = (lo + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
+    hi = (hi + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
+    if (hi >= lo + RELEASE_MIN_PAGES * PAGE_SIZE)
+        madvise((char *)p + lo, hi - lo, MADV_DONTNEED);
+}
 
 /* Columns of the finalizer table, and of the two link tables. */
 enum { F_KEY, F_FN, F_CD, F_MODE, F_COLS };
@@ -77,6 +92,7 @@ static LF_UNSCANNED_DATA struct {
     struct table links[2];      /* short, long                             */
     struct ready *queue;        /* [head, len) wait to run                 */
     size_t head, len, cap;
+    size_t queue_touched;       /* most entries since pages were given back */
     size_t queued_now;          /* queued by the current collection, from len - queued_now */
     uint64_t queued_bytes;      /* their bytes                               */
     uint64_t queued_ptrfree;    /* of which in pointer-free kinds            */
@@ -217,6 +233,8 @@ static size_t table_insert(struct table *t, uintptr_t key)
     index_put(t, e);
     if (t->n > t->peak)
         t->peak = t->n;
+    if (t->n > t->touched)
+        t->touched = t->n;
     return e;
 }
 
@@ -283,17 +301,28 @@ static void table_tidy(struct table *t)
     }
     size_t want = t->peak > t->n ? t->peak : t->n;
     /* What a past peak left goes: columns beyond four times the recent
-     * peak, an index beyond twice the size it needs. */
+     * peak, an index beyond twice the size it needs (or beyond the size
+     * it needs when it is built again anyway), and the pages of the
+     * columns past the entries, which hold dead ones (a weak table that
+     * lost most of its keys kept them for good). */
     if (t->cap > 64 && t->cap > 4 * want) {
         size_t cap = 64;
         while (cap < 2 * want)
             cap *= 2;
         columns_resize(t, cap);
     }
+    if (t->touched > t->cap)
+        t->touched = t->cap;
+    if (t->touched > t->n) {
+        for (unsigned c = 0; c < t->ncols; c++)
+            pages_release_past(t->col[c], t->n * sizeof(uintptr_t), t->touched * sizeof(uintptr_t));
+        t->touched = t->n;
+    }
     if (t->icap) {
         size_t icap = index_size_for(want);
+        bool smaller = moved ? t->icap > icap : t->icap > 2 * icap;
         /* At the same size the index needs no memory: it cannot fail. */
-        if (!(t->icap > 2 * icap && index_build(t, icap)) && moved)
+        if (!(smaller && index_build(t, icap)) && moved)
             index_build(t, t->icap);
     }
     t->peak = t->n;
@@ -945,15 +974,22 @@ static bool queue_reserve(size_t more)
 
 /* After a collection: an empty queue much larger than what collections
  * queue now goes (a burst of finalization, then none, kept its pages for
- * good); the next one that queues maps it again.  Lock held. */
+ * good); the next one that queues maps it again.  A smaller one gives its
+ * pages back.  Lock held. */
 static void queue_tidy(void)
 {
-    if (fz.queue && fz.head == fz.len && fz.cap > QUEUE_KEEP &&
-        fz.queued_now < fz.cap / 8) {
+    if (fz.len > fz.queue_touched)
+        fz.queue_touched = fz.len;
+    if (!fz.queue || fz.head != fz.len)
+        return;
+    if (fz.cap > QUEUE_KEEP && fz.queued_now < fz.cap / 8) {
         munmap(fz.queue, fz.cap * sizeof *fz.queue);
         fz.queue = NULL;
-        fz.head = fz.len = fz.cap = 0;
+        fz.head = fz.len = fz.cap = fz.queue_touched = 0;
+        return;
     }
+    pages_release_past(fz.queue, 0, fz.queue_touched * sizeof *fz.queue);
+    fz.queue_touched = 0;
 }
 
 /* Steps 2 and 3: decide the finalizable objects. */
