@@ -109,8 +109,12 @@ static LF_UNSCANNED uint64_t group_stamp[FREE_GROUPS], group_clock;
 static LF_UNSCANNED_BSS struct group_left {
     void *free[NUM_SMALL_CLASSES];
     struct sweep_cursor cursor[NUM_SMALL_CLASSES];
-    bool any;
 } group_left[FREE_GROUPS];
+/* Whether group_left[g] holds anything: apart, so that asking, which
+ * every thread's first refill does, reads no page of the 8 KiB table (a
+ * read makes a page resident: the zero page, or on some kernels a fresh
+ * one). */
+static LF_UNSCANNED bool group_left_any[FREE_GROUPS];
 static void group_left_take(struct thread_cache *tc, unsigned g);
 /* Set while a thread registers on its first free: the group of the slot
  * it frees, when no thread is in that group (else -1). */
@@ -147,7 +151,7 @@ LF_MALLOC_TEXT void lf_cache_arm_map(struct thread_cache *tc)
         __atomic_fetch_add(&group_threads[g], 1, __ATOMIC_RELAXED);
         tc->free_group = (uint8_t)g;
         tc->free_grouped = 1;
-        if (group_left[g].any)
+        if (group_left_any[g])
             group_left_take(tc, g);
     }
     tc->free_map_at[FREE_MAP_AT(tc->free_group)] = __atomic_load_n(&lf_free_map, __ATOMIC_ACQUIRE);
@@ -1293,7 +1297,7 @@ LF_MALLOC_TEXT static void groups_take(struct thread_cache *tc, unsigned c)
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
         /* What the last thread of a group nobody joined left, before
          * the heap grows. */
-        if (g != tc->free_group && group_left[g].any &&
+        if (g != tc->free_group && group_left_any[g] &&
             !__atomic_load_n(&group_threads[g], __ATOMIC_RELAXED))
             group_left_release(g, c, (int)tc->free_group);
         if (g == tc->free_group || !AO_load(&owner_remote[g].head[c]))
@@ -2119,9 +2123,15 @@ LF_MALLOC_TEXT static void group_left_put(struct thread_cache *tc, unsigned g)
     struct group_left *gl = &group_left[g];
     struct kind_cache *kc = &tc->mk;
     for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++) {
+        /* An empty entry is left as it is, empty (taken or released):
+         * a thread of the collector's kinds only writes no page. */
+        if (!kc->free[c] && !kc->cursor[c].span) {
+            lf_assert(!gl->free[c] && !gl->cursor[c].span);
+            continue;
+        }
         gl->free[c] = kc->free[c];
         gl->cursor[c] = kc->cursor[c];
-        gl->any |= kc->free[c] || kc->cursor[c].span;
+        group_left_any[g] = true;
         kc->free[c] = NULL;
         kc->cursor[c].span = NULL;
     }
@@ -2147,7 +2157,7 @@ LF_MALLOC_TEXT static void group_left_take(struct thread_cache *tc, unsigned g)
         gl->free[c] = NULL;
         gl->cursor[c].span = NULL;
     }
-    gl->any = false;
+    group_left_any[g] = false;
 }
 
 /* What group g's last thread left of class c, to the global list, the
@@ -2185,11 +2195,11 @@ LF_MALLOC_TEXT static void group_left_release(unsigned g, unsigned c, int to)
 LF_MALLOC_TEXT void lf_groups_left_release(void)
 {
     for (unsigned g = 0; g < FREE_GROUPS; g++) {
-        if (!group_left[g].any || group_threads[g])
+        if (!group_left_any[g] || group_threads[g])
             continue;
         for (unsigned c = 0; c < NUM_SMALL_CLASSES; c++)
             group_left_release(g, c, -1);
-        group_left[g].any = false;
+        group_left_any[g] = false;
     }
 }
 
@@ -2232,7 +2242,7 @@ LF_MALLOC_TEXT void lf_cache_return(struct thread_cache *tc)
     }
     unsigned g = tc->free_group;
     if (tc->free_grouped && lf_malloc_small_kind == KIND_MALLOC && group_threads[g] == 1 &&
-        !group_left[g].any)
+        !group_left_any[g])
         group_left_put(tc, g);      /* the last of its group */
     else
         kind_cache_return(&tc->mk, lf_malloc_small_kind);
