@@ -883,9 +883,9 @@ static void burst_fin(void *obj, void *cd)
     burst_runs++;
 }
 
-static TU_NOINLINE void burst_make(void)
+static TU_NOINLINE void burst_make(uint64_t n)
 {
-    for (uint64_t i = 0; i < BURST; i++) {
+    for (uint64_t i = 0; i < n; i++) {
         uint64_t *p = GC_MALLOC_ATOMIC(16);
         cr_assert_not_null(p);
         p[0] = i;
@@ -896,7 +896,7 @@ static TU_NOINLINE void burst_make(void)
 Test(fin, queue_of_a_burst_is_given_back)
 {
     GC_set_finalize_on_demand(1);
-    burst_make();
+    burst_make(BURST);
     tu_collect();
     cr_assert_geq(GC_invoke_finalizers(), BURST - 16);
     cr_assert_eq(burst_bad, 0);
@@ -914,49 +914,29 @@ Test(fin, queue_of_a_burst_is_given_back)
 /* A smaller burst, whose queue stays mapped for the next one, gives its
  * pages back too once it is empty: Guile's guardians kept 256 KiB of it
  * resident from their phase to the end of the run. */
-#define SMALL_BURST 6000
-static void *small_burst_kept[SMALL_BURST];
-static _Atomic long small_burst_bad;
-
-static void small_burst_fin(void *obj, void *cd)
-{
-    uint64_t *p = obj;
-    if (p[0] != (uint64_t)(uintptr_t)cd || (uintptr_t)cd >= SMALL_BURST)
-        small_burst_bad++;
-    else
-        small_burst_kept[(uintptr_t)cd] = obj;  /* resurrected */
-}
-
-static TU_NOINLINE void small_burst_make(void)
-{
-    for (uint64_t i = 0; i < SMALL_BURST; i++) {
-        uint64_t *p = GC_MALLOC_ATOMIC(16);
-        cr_assert_not_null(p);
-        p[0] = i;
-        GC_register_finalizer_no_order(p, small_burst_fin, (void *)(uintptr_t)i, NULL, NULL);
-    }
-}
+#define SMALL_BURST 8000           /* a queue of 8,192 entries, 256 KiB */
 
 Test(fin, queue_of_a_small_burst_gives_its_pages_back)
 {
     GC_set_finalize_on_demand(1);
     tu_collect();
     size_t start = tu_rss_bytes();
-    small_burst_make();
+    burst_make(SMALL_BURST);
     tu_collect();
     cr_assert_geq(GC_invoke_finalizers(), SMALL_BURST - 16);
-    cr_assert_eq(small_burst_bad, 0);
+    cr_assert_eq(burst_bad, 0);
     tu_collect();                       /* queues nothing */
     tu_collect();
     size_t end = tu_rss_bytes();
     size_t grown = end > start ? end - start : 0;
-    /* 220 KiB here, the resurrected objects among it; the queue alone
-     * held 188 KiB more. */
-    cr_assert_leq(grown, (size_t)300 << 10, "%zu KiB more resident after the burst", grown >> 10);
+    /* 270-330 KiB here, the resurrected objects among it; the queue
+     * alone held 250 KiB more. */
+    cr_log_info("%zu KiB more resident after the burst", grown >> 10);
+    cr_assert_leq(grown, (size_t)430 << 10, "%zu KiB more resident after the burst", grown >> 10);
     size_t kept = 0;
     for (uint64_t i = 0; i < SMALL_BURST; i++)
-        if (small_burst_kept[i]) {
-            cr_assert_eq(*(uint64_t *)small_burst_kept[i], i, "a resurrected object was damaged");
+        if (burst_kept[i]) {
+            cr_assert_eq(*(uint64_t *)burst_kept[i], i, "a resurrected object was damaged");
             kept++;
         }
     cr_assert_geq(kept, SMALL_BURST - 16);
