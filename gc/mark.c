@@ -265,8 +265,9 @@ static inline uintptr_t object_end(uintptr_t base)
  * `bounded`, for words of roots, stacks and mark procedures (where most
  * numbers that are no pointers are), looks a word up in the chunk map
  * only within the chunks handed out (chunk_kind), so that such words make
- * no page of it resident; words of heap objects skip that test, two
- * instructions of the marker's per-word path. */
+ * no page of it resident; words of heap objects skip that test, which
+ * would add 1.4 instructions per word marked to the drain loop
+ * (docs/design.md, Blacklisting). */
 static inline __attribute__((always_inline)) uintptr_t *
 mark_word_in(struct marker *m, uintptr_t w, uintptr_t *top, const bool atomic,
              const bool base_only, const bool bounded)
