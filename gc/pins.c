@@ -24,15 +24,27 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "internal.h"
 
 /* /proc/self/status, kept open: reading it again costs half of opening
- * it.  A child of fork() must open its own. */
+ * it.  A child of fork() must open its own.  Its identity is kept, as
+ * dirty.c keeps pagemap's: the inherited descriptor is closed only if the
+ * child did not close it and reuse its number for a file of its own. */
 static LF_UNSCANNED_DATA int status_fd = -1;
 static LF_UNSCANNED pid_t status_pid;
+static LF_UNSCANNED dev_t status_dev;
+static LF_UNSCANNED ino_t status_ino;
+
+static bool status_fd_is_ours(void)
+{
+    struct stat st;
+    return status_fd >= 0 && fstat(status_fd, &st) == 0 && st.st_dev == status_dev &&
+           st.st_ino == status_ino;
+}
 
 /* The value of "VmPin:" in /proc/self/status, in KiB; -1 if it cannot be
  * read. */
@@ -46,12 +58,20 @@ static long pinned_kib(void)
             /* The old descriptor is the parent's or was closed by the
              * program (whose number it may be now): forgotten, not closed,
              * unless it is this process's own. */
-            if (status_fd >= 0 && status_pid != me)
+            if (status_pid != me && status_fd_is_ours())
                 close(status_fd);
             status_fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
             status_pid = me;
             if (status_fd < 0)
                 return -1;
+            struct stat st;
+            if (fstat(status_fd, &st) != 0) {
+                close(status_fd);
+                status_fd = -1;
+                return -1;
+            }
+            status_dev = st.st_dev;
+            status_ino = st.st_ino;
         }
         len = pread(status_fd, buf, sizeof buf - 1, 0);
         if (len < 6 || memcmp(buf, "Name:", 5) != 0) {

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -907,6 +908,42 @@ static void descriptors_closed_child(void)
            kept, count_intact(5) == OLD_N);
 }
 
+/* The same in a child of fork(), which inherits lfgc's descriptors: the
+ * child's files that took their numbers are left alone too (lfgc closed
+ * the one that had been /proc/self/status, taking it for its own). */
+static void descriptors_closed_in_child(void)
+{
+    make_old_nodes();
+    tu_collect();
+    attach_young(1);
+    int before = tu_collect_minor();
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        int files[4], kept = 0, minor = 0;
+        for (int i = 0; i < 4; i++)
+            files[i] = open("/dev/null", O_RDONLY);
+        for (uint64_t round = 2; round < 6; round++) {
+            attach_young(round);
+            minor = tu_collect_minor();
+        }
+        /* Still /dev/null: a number lfgc closed may be lfgc's again. */
+        struct stat null, st;
+        if (stat("/dev/null", &null) != 0)
+            _exit(100);
+        for (int i = 0; i < 4; i++)
+            kept += files[i] >= 0 && fstat(files[i], &st) == 0 && S_ISCHR(st.st_mode) &&
+                    st.st_rdev == null.st_rdev;
+        _exit(kept == 4 && minor == 1 && count_intact(5) == OLD_N ? 0 : 1 + kept);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    printf("minor_before=%d child_status=%d\n", before,
+           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* fork() with lfgc's fork handlers turned off (GC_set_handle_fork(-1))
  * and not called by the program either: the child must not work on its
  * parent's write tracking through the descriptors it inherits. */
@@ -944,6 +981,8 @@ __attribute__((constructor)) static void descriptor_child_report(void)
     GC_INIT();
     if (strcmp(which, "nohandlers") == 0)
         fork_without_handlers_child();
+    else if (strcmp(which, "forkclose") == 0)
+        descriptors_closed_in_child();
     else
         descriptors_closed_child();
     fflush(stdout);
@@ -984,6 +1023,15 @@ Test(gen, tracking_comes_back_after_the_program_closes_descriptors)
     char out[256];
     run_child("LFGC_GEN_DESCRIPTORS=close", out, sizeof out);
     cr_assert_str_eq(out, "minor_before=1 minor_after=1 files_kept=4 intact=1\n");
+}
+
+Test(gen, a_forked_child_that_closes_descriptors_keeps_its_files)
+{
+    TU_NEED_MINOR();
+    char out[256];
+    run_child("LFGC_GEN_DESCRIPTORS=forkclose", out, sizeof out);
+    /* child_status: 0, or 1 + the child's files still open. */
+    cr_assert_str_eq(out, "minor_before=1 child_status=0\n");
 }
 
 Test(gen, child_forked_without_handlers_tracks_its_own_writes)
