@@ -225,11 +225,87 @@ LF_MALLOC_TEXT static void span_scrub(struct region *r, struct span *s, bool res
     s->dirty = 0;
 }
 
+/* Pages given back to the OS a batch of ranges at a time.  Each
+ * madvise(MADV_DONTNEED) of a multi-threaded process ends in a TLB flush
+ * on every CPU running one of its threads, whatever the range's length:
+ * giving back 32 KiB objects one call each cost malloc_threadset more
+ * system time than all its page faults.  process_madvise (Linux 6.13 for
+ * MADV_DONTNEED on the calling process, 6.14 for its PIDFD_SELF) takes a
+ * vector of ranges and flushes once; where it is refused, each range
+ * gets its madvise as before.  Lock held: the ranges are spans no one
+ * can take until the batch is flushed. */
+#ifndef SYS_process_madvise
+#define SYS_process_madvise 440
+#endif
+#define PIDFD_SELF_PROCESS_ (-10001)        /* PIDFD_SELF_THREAD_GROUP */
+#define RELEASE_RANGES 64
+static LF_UNSCANNED struct iovec release_ranges[RELEASE_RANGES];
+static LF_UNSCANNED unsigned release_count;
+static LF_UNSCANNED bool release_one_by_one;    /* process_madvise refused */
+
+LF_MALLOC_TEXT void lf_pages_release_flush(void)
+{
+    unsigned n = release_count;
+    if (!n)
+        return;
+    release_count = 0;
+    int saved_errno = errno;            /* free keeps errno, as glibc's does */
+    long done = -1;
+    if (n > 1 && !release_one_by_one) {
+        done = syscall(SYS_process_madvise, PIDFD_SELF_PROCESS_, release_ranges, n,
+                       MADV_DONTNEED, 0);
+        if (done < 0 && errno != ENOMEM && errno != EAGAIN && errno != EINTR)
+            release_one_by_one = true;
+    }
+    /* What it did not do (all, or the ranges past a failure), one range
+     * at a time. */
+    uint64_t skip = done > 0 ? (uint64_t)done : 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t len = release_ranges[i].iov_len;
+        if (skip >= len) {
+            skip -= len;
+            continue;
+        }
+        madvise((char *)release_ranges[i].iov_base + skip, len - skip, MADV_DONTNEED);
+        skip = 0;
+    }
+    errno = saved_errno;
+}
+
+LF_MALLOC_TEXT void lf_pages_release_add(uint64_t base, uint64_t len)
+{
+    if (release_count) {
+        /* Neighbours, or spans that share a page at their boundary
+         * (neither in use), released one after the other (in chunk
+         * order, or backwards as the sweep goes): one range. */
+        struct iovec *last = &release_ranges[release_count - 1];
+        uint64_t last_base = (uint64_t)(uintptr_t)last->iov_base;
+        uint64_t last_end = last_base + last->iov_len;
+        if (base <= last_end && base + len >= last_base) {
+            uint64_t lo = base < last_base ? base : last_base;
+            uint64_t hi = base + len > last_end ? base + len : last_end;
+            last->iov_base = (void *)(uintptr_t)lo;
+            last->iov_len = hi - lo;
+            return;
+        }
+    }
+    if (release_count == RELEASE_RANGES)
+        lf_pages_release_flush();
+    release_ranges[release_count].iov_base = (void *)(uintptr_t)base;
+    release_ranges[release_count].iov_len = len;
+    release_count++;
+}
+
 /* A span out of use becomes kind's (lock held); `resident`: it comes from
  * the pool, its pages mapped with the data they held. */
 LF_MALLOC_TEXT static void span_take(struct region *r, struct span *s, unsigned kind, bool resident)
 {
     lf_assert(s->state == SPAN_UNUSED);
+    /* Pages of this span, or of a neighbour, may wait in the batch of
+     * releases: they go before the span is written. */
+    lf_assert(release_count == 0);
+    if (unlikely(release_count))
+        lf_pages_release_flush();
     if (!r->large && s->dirty && kind_reads_objects(&lf_kinds[kind]))
         span_scrub(r, s, resident);
     lf_assert(!lf_chunk_map[region_chunk_entry(r, span_chunk_index(r, s))]);
@@ -382,69 +458,6 @@ LF_MALLOC_TEXT static struct span *span_grow(unsigned c, unsigned kind, uint64_t
     return s;
 }
 
-/* Pages given back to the OS a batch of ranges at a time.  Each
- * madvise(MADV_DONTNEED) of a multi-threaded process ends in a TLB flush
- * on every CPU running one of its threads, whatever the range's length:
- * giving back 32 KiB objects one call each cost malloc_threadset more
- * system time than all its page faults.  process_madvise (Linux 6.13 for
- * MADV_DONTNEED on the calling process, 6.14 for its PIDFD_SELF) takes a
- * vector of ranges and flushes once; where it is refused, each range
- * gets its madvise as before.  Lock held: the ranges are spans no one
- * can take until the batch is flushed. */
-#ifndef SYS_process_madvise
-#define SYS_process_madvise 440
-#endif
-#define PIDFD_SELF_PROCESS_ (-10001)        /* PIDFD_SELF_THREAD_GROUP */
-#define RELEASE_RANGES 64
-static LF_UNSCANNED struct iovec release_ranges[RELEASE_RANGES];
-static LF_UNSCANNED unsigned release_count;
-static LF_UNSCANNED bool release_one_by_one;    /* process_madvise refused */
-
-LF_MALLOC_TEXT static void pages_release_flush(void)
-{
-    unsigned n = release_count;
-    if (!n)
-        return;
-    release_count = 0;
-    int saved_errno = errno;            /* free keeps errno, as glibc's does */
-    long done = -1;
-    if (n > 1 && !release_one_by_one) {
-        done = syscall(SYS_process_madvise, PIDFD_SELF_PROCESS_, release_ranges, n,
-                       MADV_DONTNEED, 0);
-        if (done < 0 && errno != ENOMEM && errno != EAGAIN && errno != EINTR)
-            release_one_by_one = true;
-    }
-    /* What it did not do (all, or the ranges past a failure), one range
-     * at a time. */
-    uint64_t skip = done > 0 ? (uint64_t)done : 0;
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t len = release_ranges[i].iov_len;
-        if (skip >= len) {
-            skip -= len;
-            continue;
-        }
-        madvise((char *)release_ranges[i].iov_base + skip, len - skip, MADV_DONTNEED);
-        skip = 0;
-    }
-    errno = saved_errno;
-}
-
-LF_MALLOC_TEXT static void pages_release_add(uint64_t base, uint64_t len)
-{
-    if (release_count) {
-        struct iovec *last = &release_ranges[release_count - 1];
-        if ((uint64_t)(uintptr_t)last->iov_base + last->iov_len == base) {
-            last->iov_len += len;
-            return;
-        }
-    }
-    if (release_count == RELEASE_RANGES)
-        pages_release_flush();
-    release_ranges[release_count].iov_base = (void *)(uintptr_t)base;
-    release_ranges[release_count].iov_len = len;
-    release_count++;
-}
-
 /* Large malloc'ed objects freed keep their pages, up to a budget, on
  * their region's released list (marked dirty, which no span released with
  * MADV_DONTNEED is there): a program that frees and allocates such
@@ -463,13 +476,13 @@ LF_MALLOC_TEXT static bool large_retained_trim(uint64_t keep)
             if (!s->dirty)
                 continue;
             uint64_t base = r->start + (span_chunk_index(r, s) << CHUNK_SHIFT);
-            pages_release_add(base, r->size);
+            lf_pages_release_add(base, r->size);
             s->dirty = 0;
             large_retained -= r->size;
             any = true;
         }
     }
-    pages_release_flush();
+    lf_pages_release_flush();
     return any;
 }
 
@@ -548,7 +561,7 @@ LF_MALLOC_TEXT void lf_span_free(struct region *r, struct span *s)
             s->dirty = 1;           /* its pages kept: retained, see above */
         } else {
             if (len)
-                madvise((void *)base, len, MADV_DONTNEED);
+                lf_pages_release_add(base, len);
             s->dirty = 0;
         }
         lf_assert(lf_hs.heap_bytes >= span_bytes(r, s));
@@ -593,7 +606,7 @@ LF_MALLOC_TEXT static uint64_t spans_release(struct region *r, struct span *cons
                                                      : (first + PAGE_SIZE - 1) & page_mask;
     uint64_t hi = !chunk_in_use(r, jb) ? (end + PAGE_SIZE - 1) & page_mask : end & page_mask;
     if (hi > lo)
-        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        lf_pages_release_add(lo, hi - lo);
     uint64_t bytes = (uint64_t)r->span_chunks << CHUNK_SHIFT;
     for (unsigned i = 0; i < n; i++) {
         struct span *s = run[i];
@@ -629,6 +642,7 @@ void lf_release_idle_spans(bool all)
             lf_span_release(r, s);
         }
     }
+    lf_pages_release_flush();
 }
 
 /* Release the span at the head of r's pool together with the pool
@@ -672,6 +686,7 @@ static void pools_make_room(uint64_t bytes)
         while (r->pool && freed < bytes)
             freed += pool_run_release(r);
     }
+    lf_pages_release_flush();
     lf_hs.passed_bytes += freed;
     next_region = (next_region + 1) % NUM_CLASSES;
 }
@@ -2323,6 +2338,7 @@ LF_MALLOC_TEXT bool lf_free_held(void *p)
         count_expl_freed(s->obj_bytes);
         mark_clear(r, p);
         lf_span_free(r, s);
+        lf_pages_release_flush();
         return true;
     }
     if (lf_kinds[kind].uncollectable) {

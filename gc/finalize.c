@@ -66,13 +66,14 @@ struct table {
  * less keeps them for its next entries. */
 #define RELEASE_MIN_PAGES 16
 
-/* Give back the whole pages of [lo, hi) bytes past p, if enough. */
+/* Give back the whole pages of [lo, hi) bytes past p, if enough: in the
+ * batch of releases that the end of lf_finalize_after_restart flushes. */
 static void pages_release_past(void *p, size_t lo, size_t hi)
 {
     lo = (lo + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
     hi = (hi + PAGE_SIZE - 1) & ~(size_t)(PAGE_SIZE - 1);
     if (hi >= lo + RELEASE_MIN_PAGES * PAGE_SIZE)
-        madvise((char *)p + lo, hi - lo, MADV_DONTNEED);
+        lf_pages_release_add((uint64_t)(uintptr_t)p + lo, hi - lo);
 }
 
 /* Columns of the finalizer table, and of the two link tables. */
@@ -1124,6 +1125,7 @@ void lf_finalize_after_restart(void)
     table_tidy(&fz.links[0]);
     table_tidy(&fz.links[1]);
     queue_tidy();
+    lf_pages_release_flush();
     if (fz.cycles)
         lf_warn("GC Warning: finalization cycle involving %p: its objects are never "
                 "finalized\n", fz.cycle_example);

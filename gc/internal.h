@@ -831,7 +831,15 @@ void lf_caches_discard(void);
 extern volatile AO_t lf_gc_pending;
 void lf_sweepers_hold(void);
 void lf_sweepers_release(void);
+/* Puts a span back in its region's pool; a large one's pages join the
+ * batch of releases below, which the caller flushes before it lets the
+ * lock go (span_take flushes it too). */
 void lf_span_free(struct region *r, struct span *s);
+/* Pages given back a batch of ranges at a time, in one system call
+ * (alloc.c; lock held): a range joins the batch, the flush gives the
+ * batch back.  Memory in the batch is not written until the flush. */
+void lf_pages_release_add(uint64_t base, uint64_t len);
+void lf_pages_release_flush(void);
 void lf_release_idle_spans(bool all);
 /* Freed large malloc'ed objects keep their pages up to malloc's heap / 16,
  * within these bounds, or up to the largest one freed before (at most

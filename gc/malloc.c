@@ -573,6 +573,7 @@ LF_MALLOC_TEXT static bool scavenge(void)
             scavenge_released += CHUNK_SIZE;
             released = true;
         }
+        lf_pages_release_flush();
     clear:
         scavenge_kept += (uint64_t)ck->free_count * r->size;
         /* Span by span: walking the list again would miss the cache at

@@ -75,6 +75,9 @@ void lf_sweep_after_mark(bool generational)
             }
         }
     }
+    /* The large spans freed above: their pages in one call (the world is
+     * stopped, so that no other CPU needs its TLB flushed). */
+    lf_pages_release_flush();
     /* The threads' lists' free slots were marked, not found live. */
     live_ptrful = sub_floor0(live_ptrful, lf_hs.cached_ptrful);
     live_ptrfree = sub_floor0(live_ptrfree, lf_hs.cached_ptrfree);

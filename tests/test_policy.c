@@ -10,7 +10,8 @@
  *                                        no collection and no growth, and
  *                                        go back to the OS in runs
  *
- * This program interposes madvise to count what is given back.
+ * This program interposes madvise and process_madvise to count what is
+ * given back (release_count.h).
  *   allocating_threads_do_not_widen_the_allocation_between_collections
  *                                        threads allocating garbage at once
  *                                        collect as often as one, in the
@@ -56,6 +57,7 @@
  */
 #define GC_THREADS          /* GC_pthread_create */
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
+#include "release_count.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -97,20 +99,6 @@ static TU_NOINLINE void pr_garbage(void)
         cr_assert_not_null(p);
         memset(p, 0xa5, PR_A_SIZE);
     }
-}
-
-/* madvise, interposed for this program: counts the pages given back
- * while `pr_counting` is set. */
-static atomic_int pr_counting;
-static atomic_long pr_madvise_calls, pr_madvise_bytes;
-
-int madvise(void *addr, size_t len, int advice)
-{
-    if (advice == MADV_DONTNEED && atomic_load(&pr_counting)) {
-        atomic_fetch_add(&pr_madvise_calls, 1);
-        atomic_fetch_add(&pr_madvise_bytes, (long)len);
-    }
-    return (int)syscall(SYS_madvise, addr, len, advice);
 }
 
 static TU_NOINLINE void pr_build(void)
@@ -159,9 +147,9 @@ Test(policy, pooled_room_passes_between_classes, .timeout = 30)
     size_t heap = GC_get_heap_size() + GC_get_unmapped_bytes(), rss = tu_rss_bytes();
     GC_word gc1 = GC_get_gc_no();
 
-    atomic_store(&pr_counting, 1);
+    rc_start();
     pr_build();
-    atomic_store(&pr_counting, 0);
+    rc_stop();
     GC_word during = GC_get_gc_no() - gc1;
     size_t heap_after = GC_get_heap_size() + GC_get_unmapped_bytes();
     size_t rss_after = tu_rss_bytes();
@@ -176,7 +164,7 @@ Test(policy, pooled_room_passes_between_classes, .timeout = 30)
                  (rss_after - rss) >> 10);
     /* ... in runs of A's spans, a system call each: every madvise of a
      * threaded process flushes the TLB of each CPU it runs on. */
-    long calls = atomic_load(&pr_madvise_calls), bytes = atomic_load(&pr_madvise_bytes);
+    long calls = atomic_load(&rc_calls), bytes = atomic_load(&rc_bytes);
     cr_assert_gt(bytes, 2 * MiB, "only %ld KiB given back for B", bytes >> 10);
     cr_assert_geq(bytes / calls, 128 << 10, "%ld madvise calls for %ld KiB: %ld KiB a call",
                   calls, bytes >> 10, (bytes / calls) >> 10);
