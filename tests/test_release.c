@@ -62,7 +62,7 @@ static TU_NOINLINE void rl_garbage(void)
             char *p = GC_MALLOC_ATOMIC(rl_sizes[c]);
             cr_assert_not_null(p);
             memset(p, 0xa5, rl_sizes[c]);
-            if (i % every == 0)
+            if (i % every == 0 && i / every < RL_PROBES)
                 rl_probe[c][i / every] = tu_hide(p);
         }
     }
