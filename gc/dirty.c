@@ -159,9 +159,16 @@ static inline uint16_t page_bit(uint64_t addr)
     return (uint16_t)(1u << ((addr >> 12) & (CHUNK_SIZE / PAGE_SIZE - 1)));
 }
 
+_Static_assert(CHUNK_SIZE / PAGE_SIZE <= 8, "a chunk's untracked and hot pages fit a byte each");
+
 static inline uint16_t untracked_bits(struct region *r, uint64_t addr)
 {
     return span_at(r, (addr - r->start) >> CHUNK_SHIFT)->untracked_pages;
+}
+
+static inline uint8_t *hot_bits(struct region *r, uint64_t addr)
+{
+    return &span_at(r, (addr - r->start) >> CHUNK_SHIFT)->hot_pages;
 }
 
 bool lf_dirty_page_unwritten(struct region *r, uint64_t addr)
@@ -261,8 +268,12 @@ static bool clear_written(int pm, struct region *r, uint64_t lo, uint64_t hi)
         if (n < 0 || a.walk_end <= lo)
             return false;
         for (long i = 0; i < n; i++)
-            for (uint64_t p = out[i].start; p < out[i].end; p += PAGE_SIZE)
-                *wp_bits(r, p) &= (uint16_t)~page_bit(p);
+            for (uint64_t p = out[i].start; p < out[i].end; p += PAGE_SIZE) {
+                uint16_t bit = page_bit(p);
+                if (*wp_bits(r, p) & bit)
+                    *hot_bits(r, p) |= (uint8_t)bit;    /* protected, written */
+                *wp_bits(r, p) &= (uint16_t)~bit;
+            }
         lo = a.walk_end;
     }
     return true;
@@ -507,12 +518,34 @@ static bool protect(uint64_t lo, uint64_t hi)
     return ioctl(uffd, UFFDIO_WRITEPROTECT, &wp) == 0;
 }
 
-/* Protect the pages of [lo, hi) that hold only old objects. */
+/* A page written after it was protected is likely written again before
+ * the next collection: protecting it once more would cost a system call
+ * and a write fault, where a minor collection rescans it for a few
+ * microseconds (two thirds of the pages Guile's workload protected were
+ * such pages, each call 16-500 us on a paravirtual machine:
+ * docs/performance.md).  Such "hot" pages stay unprotected until the next
+ * full collection, or for HOT_PASSES protection passes of minor ones:
+ * those passes forget which pages were hot, and protect them again if
+ * they hold old objects only.  Leaving a page unprotected is always
+ * safe: it counts as written. */
+#define HOT_PASSES 8
+static LF_UNSCANNED bool hot_forget;        /* this pass forgets hot pages */
+
+/* Protect the pages of [lo, hi) that hold only old objects and are not
+ * hot. */
 static bool protect_old_pages(struct region *r, uint64_t lo, uint64_t hi)
 {
     uint64_t run = 0;               /* start of the run of pages to protect */
     for (uint64_t p = lo; p <= hi; p += PAGE_SIZE) {
-        bool old = p < hi && !(untracked_bits(r, p) & page_bit(p)) && page_all_old(r, p);
+        bool hot = false;
+        if (p < hi && *hot_bits(r, p) & page_bit(p)) {
+            if (hot_forget)
+                *hot_bits(r, p) &= (uint8_t)~page_bit(p);
+            else
+                hot = true;
+        }
+        bool old = p < hi && !hot && !(untracked_bits(r, p) & page_bit(p)) &&
+                   page_all_old(r, p);
         if (old && !run)
             run = p;
         if (!old && run) {
@@ -539,6 +572,8 @@ void lf_dirty_protect(bool full)
 {
     if (!tracking)
         return;
+    static LF_UNSCANNED unsigned passes;
+    hot_forget = ++passes % HOT_PASSES == 0 || full;
     if (!each_unprotected_run(protect_old_pages, full))
         tracking = false;   /* old objects left unprotected: next one full */
 }

@@ -242,7 +242,10 @@ struct span {
     uint32_t free_since;    /* GC number when it went back to the pool       */
     /* Per chunk: pages excluded from write tracking (never protected,
      * always rescanned: lfgc_exclude_from_write_tracking). */
-    uint16_t untracked_pages;
+    uint8_t untracked_pages;
+    /* Per chunk: pages written after dirty.c protected them, left
+     * unprotected for a while (dirty.c, HOT_PASSES). */
+    uint8_t hot_pages;
     /* A collection called a mark procedure that a descriptor read from
      * one of its objects named (gcj vtables, per-object kinds, typed
      * arrays): every minor collection rescans such objects (mark.c). */

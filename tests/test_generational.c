@@ -842,6 +842,74 @@ Test(gen, random_graphs_on_two_threads)
     }
 }
 
+/* Old nodes whose pages the program writes before every collection: a
+ * page written after it was protected is left unprotected for a while
+ * (dirty.c, hot pages), instead of being protected again at each
+ * collection and faulting again at the next write.  What is stored there
+ * is still found by minor collections, which rescan those pages. */
+#define HOT_ROUNDS 7
+#define HOT_STRIDE 85               /* 48-byte nodes: one node a page */
+
+static TU_NOINLINE void attach_young_every(uint64_t round, size_t stride, char **ys)
+{
+    for (size_t i = 0; i < OLD_N; i += stride) {
+        ys[i / stride] = GC_malloc(YOUNG_BYTES);
+        cr_assert_not_null(ys[i / stride]);
+        tu_fill_bytes(ys[i / stride], YOUNG_BYTES, round * OLD_N + i);
+    }
+}
+
+static TU_NOINLINE size_t count_intact_every(uint64_t round, size_t stride)
+{
+    size_t ok = 0;
+    for (size_t i = 0; i < OLD_N; i += stride) {
+        void *y = old_nodes[i]->young;
+        ok += tu_check_bytes(y, YOUNG_BYTES, round * OLD_N + i) == YOUNG_BYTES && lfgc_is_live(y);
+    }
+    return ok;
+}
+
+Test(gen, pages_written_after_every_collection_are_not_protected_each_time)
+{
+    TU_NEED_MINOR();
+    make_old_nodes();
+    attach_young(0);
+    tu_collect();
+    cr_assert(tu_collect_minor());
+    enum { N = (OLD_N + HOT_STRIDE - 1) / HOT_STRIDE };
+    static char *ys[N];
+    long faults[HOT_ROUNDS];
+    for (int round = 0; round < HOT_ROUNDS; round++) {
+        attach_young_every((uint64_t)round + 1, HOT_STRIDE, ys);
+        long before = minor_faults();
+        for (size_t i = 0; i < OLD_N; i += HOT_STRIDE)
+            old_nodes[i]->young = ys[i / HOT_STRIDE];
+        faults[round] = minor_faults() - before;
+        memset(ys, 0, sizeof ys);
+        churn(1000);                /* too little for a collection of its own */
+        GC_word gc_before = GC_get_gc_no();
+        cr_assert(tu_collect_minor(), "round %d: the collection was full", round);
+        cr_assert_eq(GC_get_gc_no(), gc_before + 1, "round %d: more than one collection",
+                     round);
+        cr_assert_eq(count_intact_every((uint64_t)round + 1, HOT_STRIDE), (size_t)N,
+                     "round %d: young objects stored in old nodes were lost", round);
+    }
+    /* The first round's writes fault on protected pages; after it, at most
+     * one round (a pass that forgets hot pages) faults again. */
+    long first = faults[0], later = 0, rounds_faulting = 0;
+    for (int round = 1; round < HOT_ROUNDS; round++) {
+        later += faults[round];
+        rounds_faulting += faults[round] > N / 4;
+    }
+    cr_log_info("write faults: %ld in the first round, %ld in the %d after", first, later,
+                HOT_ROUNDS - 1);
+    cr_assert_geq(first, N / 2, "setup: the first writes made %ld faults for %d pages", first, N);
+    cr_assert_leq(rounds_faulting, 1, "%ld of %d rounds faulted again (%ld faults): the "
+                  "written pages were protected again after each collection",
+                  rounds_faulting, HOT_ROUNDS - 1, later);
+    old_nodes = NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* fork, and the switches                                                */
 
