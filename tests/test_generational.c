@@ -954,12 +954,21 @@ __attribute__((constructor)) static void child_report(void)
 /* A program that closes every descriptor but stdio (as daemons do), then
  * opens files that get the numbers lfgc's descriptors had: write tracking
  * is set up again, and the program's files are left alone. */
-static void descriptors_closed_child(void)
+/* Old nodes holding young objects (round 1), then a minor collection:
+ * whether it was minor. */
+static int old_nodes_then_minor(void)
 {
     make_old_nodes();
     tu_collect();
     attach_young(1);
-    int before = tu_collect_minor();
+    int minor = tu_collect_minor();
+    fflush(stdout);
+    return minor;
+}
+
+static void descriptors_closed_child(void)
+{
+    int before = old_nodes_then_minor();
     for (int fd = 3; fd < 1024; fd++)
         close(fd);
     int files[4], kept = 0;
@@ -981,11 +990,7 @@ static void descriptors_closed_child(void)
  * the one that had been /proc/self/status, taking it for its own). */
 static void descriptors_closed_in_child(void)
 {
-    make_old_nodes();
-    tu_collect();
-    attach_young(1);
-    int before = tu_collect_minor();
-    fflush(stdout);
+    int before = old_nodes_then_minor();
     pid_t pid = fork();
     if (pid == 0) {
         for (int fd = 3; fd < 1024; fd++)
@@ -1017,11 +1022,7 @@ static void descriptors_closed_in_child(void)
  * parent's write tracking through the descriptors it inherits. */
 static void fork_without_handlers_child(void)
 {
-    make_old_nodes();
-    tu_collect();
-    attach_young(1);
-    int before = tu_collect_minor();
-    fflush(stdout);
+    int before = old_nodes_then_minor();
     pid_t pid = fork();
     if (pid == 0) {
         int minor = 0;

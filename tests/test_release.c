@@ -23,11 +23,6 @@
 #include "test_util.h"      /* first: it defines _GNU_SOURCE */
 #include "release_count.h"
 
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
-#include <sys/prctl.h>
-
 /* No warm-up: fresh processes, and no object's address is looked for. */
 TestSuite(release);
 
@@ -188,24 +183,9 @@ Test(release, large_objects_found_dead_go_back_in_one_call, .timeout = 60)
     cr_assert_leq(calls, 2, "%ld calls to give back %d dead large objects", calls, RL_LARGE);
 }
 
-/* process_madvise fails with EPERM, as under Docker's default seccomp
- * profile for calls it does not know. */
-static void refuse_process_madvise(void)
-{
-    struct sock_filter code[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
-    struct sock_fprog prog = { .len = sizeof code / sizeof code[0], .filter = code };
-    cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
-    cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
-}
-
 Test(release, refused_batches_still_give_pages_back, .timeout = 60)
 {
-    refuse_process_madvise();
+    rc_refuse_batches();
     cr_assert(!rc_batches_work(), "setup: the filter did not refuse process_madvise");
     GC_INIT();
     static struct tu_node *volatile live;
