@@ -225,15 +225,18 @@ LF_MALLOC_TEXT static void span_scrub(struct region *r, struct span *s, bool res
     s->dirty = 0;
 }
 
-/* Pages given back to the OS a batch of ranges at a time.  Each
- * madvise(MADV_DONTNEED) of a multi-threaded process ends in a TLB flush
- * on every CPU running one of its threads, whatever the range's length:
- * giving back 32 KiB objects one call each cost malloc_threadset more
- * system time than all its page faults.  process_madvise (Linux 6.13 for
- * MADV_DONTNEED on the calling process, 6.14 for its PIDFD_SELF) takes a
- * vector of ranges and flushes once; where it is refused, each range
- * gets its madvise as before.  Lock held: the ranges are spans no one
- * can take until the batch is flushed. */
+/* Pages given back to the OS a batch of ranges at a time: freed large
+ * malloc objects, and all that a collection gives back (idle spans, large
+ * objects found dead, other classes' pooled room, the finalization
+ * tables' tails).  Each madvise(MADV_DONTNEED) of a multi-threaded
+ * process ends in a TLB flush on every CPU running one of its threads,
+ * whatever the range's length (malloc_threadset's frees, and 600 calls in
+ * Guile's workload: docs/performance.md).  process_madvise (Linux 6.13
+ * for MADV_DONTNEED on the calling process, 6.14 for its PIDFD_SELF)
+ * takes a vector of ranges and flushes once; where it is refused, each
+ * range gets its madvise.  Lock held: a range in the batch is memory no
+ * one writes until the flush (unused spans, which span_take flushes
+ * before, and table pages past their entries). */
 #ifndef SYS_process_madvise
 #define SYS_process_madvise 440
 #endif
